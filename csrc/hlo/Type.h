@@ -1,0 +1,28 @@
+#pragma once
+// StableHLO tensor types: an element type and a static shape.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tpu::hlo {
+
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64 };
+
+const char* mlirName(DType t);  // "f32", "i1", "ui8", ...
+bool isFloat(DType t);
+bool isSigned(DType t);  // signed integer
+size_t byteWidth(DType t);
+
+using Shape = std::vector<int64_t>;
+
+struct Type {
+  DType dtype;
+  Shape shape;
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+  void print(std::string& out) const;  // tensor<2x3xf32>
+  std::string str() const;
+};
+
+}  // namespace tpu::hlo

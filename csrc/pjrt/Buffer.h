@@ -1,0 +1,31 @@
+#pragma once
+// Owning wrapper of a device-resident PJRT_Buffer (immutable once defined).
+#include <cstdint>
+#include <vector>
+
+#include "Event.h"
+#include "pjrt_c_api.h"
+
+namespace tpu::pjrt {
+
+class Buffer {
+ public:
+  Buffer(const PJRT_Api* api, PJRT_Buffer* buf) : api_(api), buf_(buf) {}
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  PJRT_Buffer* raw() const { return buf_; }
+  std::vector<int64_t> dims() const;
+  size_t onDeviceBytes() const;
+  // Starts copying the whole buffer into `dst` (row-major); await the event.
+  Event toHost(void* dst, size_t bytes) const;
+  // Blocks until the buffer's value is defined (its producing program ran).
+  void awaitReady() const;
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Buffer* buf_;
+};
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,98 @@
+#include "Client.h"
+
+#include "Error.h"
+
+namespace tpu::pjrt {
+
+Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+  const PJRT_Api* a = api();
+  auto create = TPU_PJRT_ARGS(PJRT_Client_Create_Args);
+  check(a, a->PJRT_Client_Create(&create), "PJRT_Client_Create");
+  client_ = create.client;
+
+  auto name = TPU_PJRT_ARGS(PJRT_Client_PlatformName_Args);
+  name.client = client_;
+  check(a, a->PJRT_Client_PlatformName(&name), "PJRT_Client_PlatformName");
+  platformName_.assign(name.platform_name, name.platform_name_size);
+
+  auto version = TPU_PJRT_ARGS(PJRT_Client_PlatformVersion_Args);
+  version.client = client_;
+  check(a, a->PJRT_Client_PlatformVersion(&version), "PJRT_Client_PlatformVersion");
+  platformVersion_.assign(version.platform_version, version.platform_version_size);
+
+  auto devs = TPU_PJRT_ARGS(PJRT_Client_AddressableDevices_Args);
+  devs.client = client_;
+  check(a, a->PJRT_Client_AddressableDevices(&devs), "PJRT_Client_AddressableDevices");
+  devices_.assign(devs.addressable_devices, devs.addressable_devices + devs.num_addressable_devices);
+}
+
+Client::~Client() {
+  auto args = TPU_PJRT_ARGS(PJRT_Client_Destroy_Args);
+  args.client = client_;
+  if (PJRT_Error* e = api()->PJRT_Client_Destroy(&args)) {
+    auto d = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
+    d.error = e;
+    api()->PJRT_Error_Destroy(&d);
+  }
+}
+
+std::string Client::deviceKind(size_t index) const {
+  const PJRT_Api* a = api();
+  auto desc = TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args);
+  desc.device = devices_.at(index);
+  check(a, a->PJRT_Device_GetDescription(&desc), "PJRT_Device_GetDescription");
+  auto kind = TPU_PJRT_ARGS(PJRT_DeviceDescription_Kind_Args);
+  kind.device_description = desc.device_description;
+  check(a, a->PJRT_DeviceDescription_Kind(&kind), "PJRT_DeviceDescription_Kind");
+  return std::string(kind.device_kind, kind.device_kind_size);
+}
+
+std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType type,
+                                               const std::vector<int64_t>& dims, size_t device) const {
+  const PJRT_Api* a = api();
+  auto args = TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
+  args.client = client_;
+  args.data = data;
+  args.type = toPjrt(type);
+  args.dims = dims.data();
+  args.num_dims = dims.size();
+  // The plugin copies (or finishes reading) the host data before we return, so
+  // callers may free it immediately.
+  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.device = devices_.at(device);
+  check(a, a->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
+  Event done(a, args.done_with_host_buffer);
+  auto buffer = std::make_unique<Buffer>(a, args.buffer);
+  done.await();
+  return buffer;
+}
+
+std::unique_ptr<Executable> Client::compile(const std::string& mlir, const CompileOptions& opts) const {
+  const PJRT_Api* a = api();
+  std::string options = encodeCompileOptions(opts);
+  static const char kFormat[] = "mlir";
+  auto program = TPU_PJRT_ARGS(PJRT_Program);
+  program.code = const_cast<char*>(mlir.data());
+  program.code_size = mlir.size();
+  program.format = kFormat;
+  program.format_size = sizeof(kFormat) - 1;
+  auto args = TPU_PJRT_ARGS(PJRT_Client_Compile_Args);
+  args.client = client_;
+  args.program = &program;
+  args.compile_options = options.data();
+  args.compile_options_size = options.size();
+  check(a, a->PJRT_Client_Compile(&args), "PJRT_Client_Compile");
+  return std::make_unique<Executable>(a, args.executable);
+}
+
+std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const {
+  const PJRT_Api* a = api();
+  auto args = TPU_PJRT_ARGS(PJRT_Executable_DeserializeAndLoad_Args);
+  args.client = client_;
+  args.serialized_executable = bytes.data();
+  args.serialized_executable_size = bytes.size();
+  check(a, a->PJRT_Executable_DeserializeAndLoad(&args), "PJRT_Executable_DeserializeAndLoad");
+  return std::make_unique<Executable>(a, args.loaded_executable);
+}
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,43 @@
+#pragma once
+// A PJRT client: devices, host<->device transfers and compilation.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "Buffer.h"
+#include "CompileOptions.h"
+#include "ElementType.h"
+#include "Executable.h"
+#include "Plugin.h"
+
+namespace tpu::pjrt {
+
+class Client {
+ public:
+  explicit Client(std::shared_ptr<Plugin> plugin);
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  const PJRT_Api* api() const { return plugin_->api(); }
+  const Plugin& plugin() const { return *plugin_; }
+  const std::string& platformName() const { return platformName_; }
+  const std::string& platformVersion() const { return platformVersion_; }
+  const std::vector<PJRT_Device*>& devices() const { return devices_; }
+  std::string deviceKind(size_t index) const;
+
+  // Copies `data` (row-major, dense) into a new device buffer before returning.
+  std::unique_ptr<Buffer> bufferFromHost(const void* data, ElementType type,
+                                         const std::vector<int64_t>& dims, size_t device) const;
+  // Compiles StableHLO MLIR text.
+  std::unique_ptr<Executable> compile(const std::string& mlir, const CompileOptions& opts) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+
+ private:
+  std::shared_ptr<Plugin> plugin_;
+  PJRT_Client* client_ = nullptr;
+  std::vector<PJRT_Device*> devices_;
+  std::string platformName_, platformVersion_;
+};
+
+}  // namespace tpu::pjrt

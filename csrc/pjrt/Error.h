@@ -1,0 +1,30 @@
+#pragma once
+// Turns PJRT_Error objects into C++ exceptions carrying the plugin's message.
+#include <stdexcept>
+#include <string>
+
+#include "pjrt_c_api.h"
+
+namespace tpu::pjrt {
+
+class PjrtError : public std::runtime_error {
+ public:
+  PjrtError(const std::string& msg, int code) : std::runtime_error(msg), code_(code) {}
+  int code() const { return code_; }  // PJRT_Error_Code value
+ private:
+  int code_;
+};
+
+// Raises PjrtError when `err` is non-null; always destroys it.
+void check(const PJRT_Api* api, PJRT_Error* err, const char* what);
+
+// Zero-initialised PJRT argument struct with its struct_size filled in.
+template <class Args>
+Args makeArgs(size_t structSize) {
+  Args a{};
+  a.struct_size = structSize;
+  return a;
+}
+#define TPU_PJRT_ARGS(T) ::tpu::pjrt::makeArgs<T>(T##_STRUCT_SIZE)
+
+}  // namespace tpu::pjrt

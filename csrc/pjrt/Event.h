@@ -1,0 +1,27 @@
+#pragma once
+// Owning wrapper of a PJRT_Event.
+#include "pjrt_c_api.h"
+
+namespace tpu::pjrt {
+
+class Event {
+ public:
+  Event() = default;
+  Event(const PJRT_Api* api, PJRT_Event* ev) : api_(api), ev_(ev) {}
+  Event(Event&& o) noexcept : api_(o.api_), ev_(o.ev_) { o.ev_ = nullptr; }
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() { reset(); }
+
+  // Blocks until the event is ready; throws PjrtError if it carries an error.
+  void await();
+  bool valid() const { return ev_ != nullptr; }
+
+ private:
+  void reset();
+  const PJRT_Api* api_ = nullptr;
+  PJRT_Event* ev_ = nullptr;
+};
+
+}  // namespace tpu::pjrt

@@ -1,0 +1,39 @@
+#include "Plugin.h"
+
+#include <dlfcn.h>
+
+#include <stdexcept>
+
+#include "Error.h"
+
+namespace tpu::pjrt {
+
+std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+  // RTLD_LOCAL keeps the plugin's bundled LLVM/absl symbols away from torch's.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) throw std::runtime_error(std::string("dlopen failed: ") + dlerror());
+  using GetApiFn = const PJRT_Api* (*)();
+  auto getApi = reinterpret_cast<GetApiFn>(dlsym(handle, "GetPjrtApi"));
+  if (!getApi) {
+    dlclose(handle);
+    throw std::runtime_error("library has no GetPjrtApi symbol");
+  }
+  const PJRT_Api* api = getApi();
+  if (!api) throw std::runtime_error("GetPjrtApi returned null");
+  if (api->pjrt_api_version.major_version != PJRT_API_MAJOR) {
+    throw std::runtime_error("PJRT C API major version " +
+                             std::to_string(api->pjrt_api_version.major_version) +
+                             " does not match the version torch_tpu was built for (" +
+                             std::to_string(PJRT_API_MAJOR) + ")");
+  }
+  if (api->PJRT_Plugin_Initialize) {
+    auto args = TPU_PJRT_ARGS(PJRT_Plugin_Initialize_Args);
+    check(api, api->PJRT_Plugin_Initialize(&args), "PJRT_Plugin_Initialize");
+  }
+  return std::shared_ptr<Plugin>(new Plugin(handle, api, path));
+}
+
+// The plugin stays mapped: its threads and static objects may outlive us.
+Plugin::~Plugin() = default;
+
+}  // namespace tpu::pjrt

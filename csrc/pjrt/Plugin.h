@@ -1,0 +1,30 @@
+#pragma once
+// Loading a PJRT plugin shared library and checking its C API version.
+#include <memory>
+#include <string>
+
+#include "pjrt_c_api.h"
+
+namespace tpu::pjrt {
+
+class Plugin {
+ public:
+  // dlopen + GetPjrtApi + version check + PJRT_Plugin_Initialize. Throws
+  // std::runtime_error with the reason when the library cannot be used.
+  static std::shared_ptr<Plugin> load(const std::string& path);
+  ~Plugin();
+
+  const PJRT_Api* api() const { return api_; }
+  const std::string& path() const { return path_; }
+  int apiMajor() const { return api_->pjrt_api_version.major_version; }
+  int apiMinor() const { return api_->pjrt_api_version.minor_version; }
+
+ private:
+  Plugin(void* handle, const PJRT_Api* api, std::string path)
+      : handle_(handle), api_(api), path_(std::move(path)) {}
+  void* handle_;
+  const PJRT_Api* api_;
+  std::string path_;
+};
+
+}  // namespace tpu::pjrt

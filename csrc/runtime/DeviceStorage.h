@@ -1,0 +1,23 @@
+#pragma once
+// The device side of one torch storage: a flat, immutable PJRT buffer that is
+// swapped whenever the storage is written (PJRT buffers cannot be mutated).
+#include <cstddef>
+#include <memory>
+
+#include "csrc/hlo/Type.h"
+#include "csrc/pjrt/Buffer.h"
+
+namespace tpu::runtime {
+
+struct DeviceStorage {
+  size_t nbytes = 0;
+  int device = 0;
+  // 1-D buffer of `elem` with nbytes / byteWidth(elem) elements; null until the
+  // storage is first written (reads of never-written memory see zeros).
+  std::shared_ptr<pjrt::Buffer> buffer;
+  hlo::DType elem = hlo::DType::U8;
+
+  int64_t elemCount() const { return static_cast<int64_t>(nbytes / hlo::byteWidth(elem)); }
+};
+
+}  // namespace tpu::runtime

@@ -1,0 +1,327 @@
+#include "Executor.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+#include "Runtime.h"
+#include "csrc/pjrt/Error.h"
+
+namespace tpu::runtime {
+
+using hlo::DType;
+using hlo::Value;
+
+struct Executor::Entry {
+  std::unique_ptr<pjrt::Executable> exe;
+  std::vector<int32_t> paramStorages;   // storage index of each buffer parameter
+  std::vector<int32_t> resultStorages;  // storage index each result replaces
+  std::vector<DType> resultElems;
+};
+
+namespace {
+
+std::atomic<int64_t> gNextOpId{1};
+
+bool logEnabled(const char* what) {
+  static const char* env = std::getenv("TORCH_TPU_LOG");
+  return env && (std::strstr(env, what) || std::strstr(env, "all"));
+}
+
+pjrt::ElementType toElementType(DType t) {
+  switch (t) {
+    case DType::Pred: return pjrt::ElementType::Pred;
+    case DType::S8: return pjrt::ElementType::S8;
+    case DType::S16: return pjrt::ElementType::S16;
+    case DType::S32: return pjrt::ElementType::S32;
+    case DType::S64: return pjrt::ElementType::S64;
+    case DType::U8: return pjrt::ElementType::U8;
+    case DType::U32: return pjrt::ElementType::U32;
+    case DType::U64: return pjrt::ElementType::U64;
+    case DType::F16: return pjrt::ElementType::F16;
+    case DType::BF16: return pjrt::ElementType::BF16;
+    case DType::F32: return pjrt::ElementType::F32;
+    case DType::F64: return pjrt::ElementType::F64;
+  }
+  throw std::logic_error("unknown dtype");
+}
+
+// Host bytes of one element of `t` holding `f` (floats) or `i` (integers).
+void encodeElement(DType t, double f, int64_t i, unsigned char* out) {
+  switch (t) {
+    case DType::Pred: out[0] = i != 0; break;
+    case DType::S8: { int8_t v = static_cast<int8_t>(i); std::memcpy(out, &v, 1); break; }
+    case DType::U8: { uint8_t v = static_cast<uint8_t>(i); std::memcpy(out, &v, 1); break; }
+    case DType::S16: { int16_t v = static_cast<int16_t>(i); std::memcpy(out, &v, 2); break; }
+    case DType::S32: { int32_t v = static_cast<int32_t>(i); std::memcpy(out, &v, 4); break; }
+    case DType::U32: { uint32_t v = static_cast<uint32_t>(i); std::memcpy(out, &v, 4); break; }
+    case DType::S64:
+    case DType::U64: std::memcpy(out, &i, 8); break;
+    case DType::F16: { _Float16 v = static_cast<_Float16>(f); std::memcpy(out, &v, 2); break; }
+    case DType::BF16: {
+      float v = static_cast<float>(f);
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t h = (v != v) ? 0x7FC0 : static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+      std::memcpy(out, &h, 2);
+      break;
+    }
+    case DType::F32: { float v = static_cast<float>(f); std::memcpy(out, &v, 4); break; }
+    case DType::F64: std::memcpy(out, &f, 8); break;
+  }
+}
+
+void appendView(std::vector<int64_t>& key, int32_t storageIndex, const ViewSpec& v) {
+  key.push_back(storageIndex);
+  key.push_back(static_cast<int64_t>(v.dtype));
+  key.push_back(v.offset);
+  key.push_back(static_cast<int64_t>(v.sizes.size()));
+  for (size_t d = 0; d < v.sizes.size(); ++d) {
+    key.push_back(v.sizes[d]);
+    key.push_back(v.strides[d]);
+  }
+}
+
+int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
+  for (size_t i = 0; i < storages.size(); ++i)
+    if (storages[i] == s) return static_cast<int32_t>(i);
+  storages.push_back(s);
+  return static_cast<int32_t>(storages.size() - 1);
+}
+
+}  // namespace
+
+int64_t newOpId() { return gNextOpId++; }
+
+Executor& Executor::get() {
+  static Executor* executor = new Executor();  // outlives static destruction order
+  return *executor;
+}
+
+size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexcept {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t v : k) {
+    h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return static_cast<size_t>(h);
+}
+
+void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
+  // The signature: every fact the program depends on, as integers.
+  thread_local std::vector<int64_t> key;
+  thread_local std::vector<DeviceStorage*> storages;
+  key.clear();
+  storages.clear();
+  key.push_back(call.opId);
+  key.push_back(static_cast<int64_t>(call.attrs.size()));
+  key.insert(key.end(), call.attrs.begin(), call.attrs.end());
+  for (const TensorArg& a : call.inputs) appendView(key, storageIndex(storages, a.storage), a.view);
+  for (const TensorArg& a : call.outputs) appendView(key, storageIndex(storages, a.storage), a.view);
+  for (DeviceStorage* s : storages) {
+    key.push_back(static_cast<int64_t>(s->nbytes));
+    key.push_back(s->buffer ? static_cast<int64_t>(s->elem) : -1);
+  }
+  for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
+
+  int device = storages.empty() ? 0 : storages[0]->device;
+  std::shared_ptr<Entry> entry;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      entry = it->second;
+      ++stats_.cacheHits;
+    }
+  }
+  if (!entry) {
+    entry = compile(call, build, storages);
+    std::lock_guard<std::mutex> lock(mutex_);
+    cache_.emplace(key, entry);
+    ++stats_.cacheMisses;
+  }
+
+  std::vector<PJRT_Buffer*> args;
+  args.reserve(entry->paramStorages.size() + call.operands.size());
+  for (int32_t s : entry->paramStorages) args.push_back(storages[s]->buffer->raw());
+  for (const HostOperand& o : call.operands) args.push_back(operandBuffer(o, device));
+  Runtime& rt = Runtime::get();
+  std::vector<std::unique_ptr<pjrt::Buffer>> results =
+      entry->exe->execute(args, rt.client().devices().at(device));
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++stats_.ops;
+  if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
+  for (size_t r = 0; r < results.size(); ++r) {
+    DeviceStorage* s = storages[entry->resultStorages[r]];
+    s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+    s->elem = entry->resultElems[r];
+    inFlight_.push_back(s->buffer);
+  }
+}
+
+std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionRef<BuildFn> build,
+                                                   const std::vector<DeviceStorage*>& storages) {
+  auto entry = std::make_shared<Entry>();
+  hlo::Builder b;
+  // Same first-appearance numbering as the cache key.
+  std::vector<int32_t> inputStorage, outputStorage;
+  std::vector<DeviceStorage*> order;
+  for (const TensorArg& a : call.inputs) inputStorage.push_back(storageIndex(order, a.storage));
+  for (const TensorArg& a : call.outputs) outputStorage.push_back(storageIndex(order, a.storage));
+
+  // Each storage's current flat value; a storage read by no one stays unset.
+  std::vector<Value> flat(storages.size());
+  std::vector<bool> present(storages.size(), false), written(storages.size(), false);
+  auto load = [&](int32_t s, DType as) {
+    if (!present[s]) {
+      DeviceStorage* st = storages[s];
+      if (st->buffer) {
+        flat[s] = b.parameter(hlo::Type{st->elem, {st->elemCount()}});
+        entry->paramStorages.push_back(s);
+      } else {
+        // Never-written memory reads as zeros.
+        flat[s] = b.full(hlo::Type{as, {static_cast<int64_t>(st->nbytes / hlo::byteWidth(as))}}, 0);
+      }
+      present[s] = true;
+    }
+    if (storages[s]->nbytes % hlo::byteWidth(as) != 0)
+      throw std::runtime_error(std::string(call.name) + ": a storage of " + std::to_string(storages[s]->nbytes) +
+                               " bytes cannot be viewed as elements of " + std::to_string(hlo::byteWidth(as)) +
+                               " bytes on tpu");
+    return reinterpretFlat(b, flat[s], as);
+  };
+  std::vector<Value> inputs;
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    const ViewSpec& v = call.inputs[i].view;
+    inputs.push_back(readView(b, load(inputStorage[i], v.dtype), v));
+  }
+  std::vector<Value> operands;
+  for (const HostOperand& o : call.operands) {
+    hlo::Shape shape;
+    if (o.count) shape.push_back(o.count);
+    operands.push_back(b.parameter(hlo::Type{o.dtype, shape}));
+  }
+  std::vector<Value> results = build(b, inputs, operands);
+  if (results.size() != call.outputs.size())
+    throw std::logic_error(std::string(call.name) + ": lowering returned " + std::to_string(results.size()) +
+                           " results for " + std::to_string(call.outputs.size()) + " outputs");
+  for (size_t j = 0; j < results.size(); ++j) {
+    const ViewSpec& v = call.outputs[j].view;
+    int32_t s = outputStorage[j];
+    Value r = b.convert(results[j], v.dtype);
+    if (r.shape() != v.sizes) {
+      if (r.type.numel() != v.numel())
+        throw std::logic_error(std::string(call.name) + ": lowering produced " + r.type.str() +
+                               " for an output of " + std::to_string(v.numel()) + " elements");
+      r = b.reshape(r, v.sizes);
+    }
+    if (v.coversStorage(storages[s]->nbytes)) {
+      flat[s] = b.reshape(r, {v.numel()});
+      present[s] = true;
+    } else {
+      flat[s] = writeView(b, load(s, v.dtype), v, r);
+    }
+    written[s] = true;
+  }
+  std::vector<Value> rets;
+  for (size_t s = 0; s < storages.size(); ++s) {
+    if (!written[s]) continue;
+    rets.push_back(flat[s]);
+    entry->resultStorages.push_back(static_cast<int32_t>(s));
+    entry->resultElems.push_back(flat[s].dtype());
+  }
+  b.ret(rets);
+  std::string text = b.module();
+  if (logEnabled("hlo")) std::cerr << "[torch_tpu] compiling " << call.name << ":\n" << text;
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    entry->exe = Runtime::get().client().compile(text, pjrt::CompileOptions{});
+  } catch (const pjrt::PjrtError& e) {
+    std::string msg = e.what();
+    if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
+    throw std::runtime_error(std::string("torch_tpu: XLA could not compile ") + call.name + ": " + msg +
+                             "\n(set TORCH_TPU_LOG=hlo to print the StableHLO module)");
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.compileSeconds += secs;
+  }
+  if (logEnabled("compile")) std::cerr << "[torch_tpu] compiled " << call.name << " in " << secs * 1e3 << " ms\n";
+  return entry;
+}
+
+PJRT_Buffer* Executor::operandBuffer(const HostOperand& o, int device) {
+  // Operands repeat (alpha=1, eps, the same learning rate): keep their buffers.
+  thread_local std::vector<int64_t> key;
+  unsigned char bytes[16] = {};
+  int64_t n = o.count ? o.count : 1;
+  size_t w = hlo::byteWidth(o.dtype);
+  for (int64_t k = 0; k < n; ++k) encodeElement(o.dtype, o.f[k], o.i[k], bytes + k * w);
+  int64_t raw[2] = {0, 0};
+  std::memcpy(raw, bytes, 16);
+  key.assign({static_cast<int64_t>(o.dtype), o.count, raw[0], raw[1], device});
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = operandCache_.find(key);
+  if (it != operandCache_.end()) return it->second->raw();
+  if (operandCache_.size() > 4096) operandCache_.clear();
+  std::vector<int64_t> dims;
+  if (o.count) dims.push_back(o.count);
+  auto buf = Runtime::get().client().bufferFromHost(bytes, toElementType(o.dtype), dims, device);
+  PJRT_Buffer* rawBuf = buf->raw();
+  operandCache_.emplace(key, std::shared_ptr<pjrt::Buffer>(std::move(buf)));
+  return rawBuf;
+}
+
+void Executor::synchronize() {
+  std::vector<std::shared_ptr<pjrt::Buffer>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& w : inFlight_)
+      if (auto p = w.lock()) pending.push_back(std::move(p));
+    inFlight_.clear();
+  }
+  for (auto& p : pending) p->awaitReady();
+}
+
+void Executor::download(const DeviceStorage& storage, void* dst) {
+  if (storage.nbytes == 0) return;
+  if (!storage.buffer) {
+    std::memset(dst, 0, storage.nbytes);
+    return;
+  }
+  size_t bufBytes = static_cast<size_t>(storage.elemCount()) * hlo::byteWidth(storage.elem);
+  std::shared_ptr<pjrt::Buffer> keep = storage.buffer;
+  keep->toHost(dst, bufBytes).await();
+  if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
+}
+
+void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
+  int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
+  storage.buffer = std::shared_ptr<pjrt::Buffer>(
+      Runtime::get().client().bufferFromHost(bytes, toElementType(elem), {n}, storage.device));
+  storage.elem = elem;
+}
+
+ExecutorStats Executor::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Executor::resetStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = ExecutorStats{};
+}
+
+void Executor::clearCache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cache_.clear();
+}
+
+size_t Executor::cacheSize() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return cache_.size();
+}
+
+}  // namespace tpu::runtime

@@ -1,0 +1,62 @@
+#pragma once
+// Strict eager execution of the op stream: each OpCall is compiled once per
+// signature (in-memory cache), launched asynchronously, and its results are
+// swapped into the output storages. The host waits only at sync points.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "FunctionRef.h"
+#include "OpCall.h"
+#include "csrc/pjrt/Executable.h"
+
+namespace tpu::runtime {
+
+struct ExecutorStats {
+  int64_t ops = 0;          // op calls executed
+  int64_t cacheHits = 0;
+  int64_t cacheMisses = 0;  // == programs compiled
+  double compileSeconds = 0;
+};
+
+int64_t newOpId();
+
+class Executor {
+ public:
+  static Executor& get();
+
+  // Runs `call` (compiling `build` on a cache miss) and updates its output storages.
+  void run(const OpCall& call, FunctionRef<BuildFn> build);
+  // Waits until every launched program has finished; rethrows device errors.
+  void synchronize();
+  // Copies the bytes of `storage` to `dst` (nbytes), waiting for the value.
+  void download(const DeviceStorage& storage, void* dst);
+  // Replaces the content of `storage` by `bytes` (nbytes of it).
+  void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+
+  ExecutorStats stats() const;
+  void resetStats();
+  void clearCache();
+  size_t cacheSize() const;
+
+ private:
+  struct Entry;
+  struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& k) const noexcept;
+  };
+  std::shared_ptr<Entry> compile(const OpCall& call, FunctionRef<BuildFn> build,
+                                 const std::vector<DeviceStorage*>& storages);
+  PJRT_Buffer* operandBuffer(const HostOperand& op, int device);
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
+  std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
+  std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
+  ExecutorStats stats_;
+};
+
+}  // namespace tpu::runtime

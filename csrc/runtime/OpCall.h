@@ -1,0 +1,55 @@
+#pragma once
+// One entry of the op stream: which lowering, on which views, with which
+// runtime operands. Everything that shapes the program is in `attrs` or in
+// the views; everything that may change from call to call (Python scalars,
+// RNG state) is a host operand, so it never forces a recompile.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "DeviceStorage.h"
+#include "ViewSpec.h"
+#include "csrc/hlo/Builder.h"
+
+namespace tpu::runtime {
+
+struct TensorArg {
+  DeviceStorage* storage;
+  ViewSpec view;
+};
+
+// A small host value passed as a device operand: a scalar, or up to 2 elements.
+struct HostOperand {
+  hlo::DType dtype;
+  int64_t count = 0;  // 0: a scalar; else a 1-D array of `count` (<= 2)
+  double f[2] = {0, 0};
+  int64_t i[2] = {0, 0};
+  static HostOperand scalar(hlo::DType t, double v) {
+    HostOperand o{t};
+    o.f[0] = v;
+    o.i[0] = static_cast<int64_t>(v);
+    return o;
+  }
+  static HostOperand integer(hlo::DType t, int64_t v) {
+    HostOperand o{t};
+    o.f[0] = static_cast<double>(v);
+    o.i[0] = v;
+    return o;
+  }
+};
+
+struct OpCall {
+  const char* name = "";  // "aten::add.Tensor", for messages and logs
+  int64_t opId = 0;       // distinguishes lowering rules in the cache key
+  std::vector<int64_t> attrs;
+  std::vector<TensorArg> inputs;
+  std::vector<HostOperand> operands;
+  std::vector<TensorArg> outputs;
+};
+
+// Builds the op's results (one per output, any dtype convertible to it) from
+// its input views and operands.
+using BuildFn = std::vector<hlo::Value>(hlo::Builder&, std::span<const hlo::Value> inputs,
+                                        std::span<const hlo::Value> operands);
+
+}  // namespace tpu::runtime

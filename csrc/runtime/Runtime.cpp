@@ -1,0 +1,61 @@
+#include "Runtime.h"
+
+#include <mutex>
+#include <stdexcept>
+
+namespace tpu::runtime {
+namespace {
+
+std::mutex gMutex;
+std::vector<PluginCandidate> gCandidates;
+Runtime* gRuntime = nullptr;
+std::string gFailure;  // why the runtime could not start, once tried
+
+const char* kInstallHint =
+    "Install a PJRT plugin: `pip install xla-cpu-pjrt` (CPU), `pip install jax-cuda13-pjrt` (NVIDIA GPU) or "
+    "`pip install libtpu` (TPU), or point TORCH_TPU_PJRT_PLUGIN at a plugin .so.";
+
+}  // namespace
+
+void Runtime::configure(std::vector<PluginCandidate> candidates) {
+  std::lock_guard<std::mutex> lock(gMutex);
+  gCandidates = std::move(candidates);
+}
+
+Runtime& Runtime::get() {
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (gRuntime) return *gRuntime;
+  if (!gFailure.empty()) throw std::runtime_error(gFailure);
+  std::string tried;
+  for (const PluginCandidate& c : gCandidates) {
+    try {
+      auto client = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.path));
+      if (client->devices().empty()) throw std::runtime_error("the plugin reports no devices");
+      gRuntime = new Runtime(std::move(client), c.name, c.path);  // lives for the process
+      return *gRuntime;
+    } catch (const std::exception& e) {
+      tried += "\n  " + c.name + " (" + c.path + "): " + e.what();
+    }
+  }
+  if (tried.empty()) tried = "\n  (no PJRT plugin found)";
+  gFailure = "torch_tpu: no PJRT plugin could be started for device 'tpu'. Tried:" + tried + "\n" + kInstallHint;
+  throw std::runtime_error(gFailure);
+}
+
+bool Runtime::available() {
+  try {
+    get();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string Runtime::description() const {
+  std::string platform = client_->platformName();
+  std::string upper;
+  for (char ch : platform) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return platform + " (XLA:" + upper + " via PJRT, plugin " + pluginName_ + ")";
+}
+
+}  // namespace tpu::runtime

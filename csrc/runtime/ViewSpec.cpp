@@ -1,0 +1,164 @@
+#include "ViewSpec.h"
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+namespace tpu::runtime {
+
+using hlo::DType;
+using hlo::Value;
+
+int64_t ViewSpec::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool ViewSpec::isContiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+bool ViewSpec::coversStorage(size_t storageBytes) const {
+  return offset == 0 && isContiguous() &&
+         static_cast<size_t>(numel()) * hlo::byteWidth(dtype) == storageBytes;
+}
+
+Value reinterpretFlat(hlo::Builder& b, Value flat, DType to) {
+  DType from = flat.dtype();
+  if (from == to) return flat;
+  // Booleans are bytes holding 0 or 1.
+  if (from == DType::Pred) return reinterpretFlat(b, b.convert(flat, DType::U8), to);
+  if (to == DType::Pred) {
+    Value bytes = reinterpretFlat(b, flat, DType::U8);
+    return b.compare(hlo::Cmp::NE, bytes, b.scalarLike(bytes, 0));
+  }
+  int64_t n = flat.shape()[0];
+  int64_t wf = static_cast<int64_t>(hlo::byteWidth(from));
+  int64_t wt = static_cast<int64_t>(hlo::byteWidth(to));
+  if (wf == wt) return b.bitcastConvert(flat, hlo::Type{to, {n}});
+  // Go through bytes: from[n] -> u8[n*wf] -> to[n*wf/wt].
+  Value bytes = flat;
+  if (wf > 1) bytes = b.reshape(b.bitcastConvert(flat, hlo::Type{DType::U8, {n, wf}}), {n * wf});
+  else bytes = b.bitcastConvert(flat, hlo::Type{DType::U8, {n}});
+  int64_t m = (n * wf) / wt;
+  if (m * wt != n * wf) bytes = b.slice(bytes, {0}, {m * wt}, {1});
+  if (wt == 1) return b.bitcastConvert(bytes, hlo::Type{to, {m}});
+  return b.bitcastConvert(b.reshape(bytes, {m, wt}), hlo::Type{to, {m}});
+}
+
+namespace {
+
+// Flat element index of every view element: offset + sum_k iota_k * stride_k.
+Value elementIndices(hlo::Builder& b, const ViewSpec& v) {
+  hlo::Type t{DType::S64, v.sizes};
+  Value idx = b.full(t, static_cast<double>(v.offset));
+  for (size_t k = 0; k < v.sizes.size(); ++k) {
+    if (v.sizes[k] == 1 || v.strides[k] == 0) continue;
+    Value term = b.mul(b.iota(t, static_cast<int64_t>(k)), b.full(t, static_cast<double>(v.strides[k])));
+    idx = b.add(idx, term);
+  }
+  return idx;
+}
+
+hlo::GatherDims pointGatherDims(int64_t rank) {
+  hlo::GatherDims d;
+  d.collapsedSliceDims = {0};
+  d.startIndexMap = {0};
+  d.indexVectorDim = rank;
+  return d;
+}
+
+// Reading a non-overlapping strided view without a gather: the dims sorted by
+// stride become a reshape of the flat range, then a slice of that block.
+bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.sizes[i] > 1 && v.strides[i] > 0) dims.push_back(static_cast<int64_t>(i));
+  std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    int64_t outer = v.strides[dims[i]], inner = v.strides[dims[i + 1]];
+    if (outer % inner != 0 || outer < inner * v.sizes[dims[i + 1]]) return false;
+  }
+  hlo::Shape block, limits;
+  if (dims.empty()) {
+    block = {1};
+    limits = {1};
+  } else {
+    block.push_back(v.sizes[dims[0]]);
+    limits.push_back(v.sizes[dims[0]]);
+    for (size_t i = 1; i < dims.size(); ++i) {
+      block.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
+      limits.push_back(v.sizes[dims[i]]);
+    }
+    block.push_back(v.strides[dims.back()]);
+    limits.push_back(1);
+  }
+  int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
+  int64_t available = flat.shape()[0];
+  int64_t end = std::min(available, v.offset + length);
+  Value range = b.slice(flat, {v.offset}, {end}, {1});
+  if (end - v.offset < length)
+    range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {v.offset + length - end}, {0});
+  Value blocked = b.reshape(range, block);
+  std::vector<int64_t> zeros(block.size(), 0), ones(block.size(), 1);
+  Value sliced = b.slice(blocked, zeros, limits, ones);
+  // Drop the trailing stride dim, restore the original dim order.
+  hlo::Shape sortedSizes(limits.begin(), limits.end() - 1);
+  Value sorted = b.reshape(sliced, sortedSizes);
+  std::vector<int64_t> byDim = dims, perm(dims.size());
+  std::sort(byDim.begin(), byDim.end());
+  for (size_t i = 0; i < byDim.size(); ++i)
+    perm[i] = std::find(dims.begin(), dims.end(), byDim[i]) - dims.begin();
+  Value natural = b.transpose(sorted, perm);
+  // Re-insert size-1 dims and broadcast stride-0 dims.
+  const std::vector<int64_t>& keptDims = byDim;
+  out = keptDims.size() == v.sizes.size() ? natural : b.broadcastInDim(natural, v.sizes, keptDims);
+  return true;
+}
+
+}  // namespace
+
+Value readView(hlo::Builder& b, Value flat, const ViewSpec& v) {
+  hlo::Type t{v.dtype, v.sizes};
+  int64_t n = v.numel();
+  if (n == 0) return b.full(t, 0);
+  if (v.isContiguous()) return b.reshape(b.slice(flat, {v.offset}, {v.offset + n}, {1}), v.sizes);
+  Value out;
+  if (tryBlockRead(b, flat, v, out)) return out;
+  // Overlapping or irregular strides (unfold, as_strided): one point gather.
+  Value idx = b.reshape(elementIndices(b, v), [&] {
+    hlo::Shape s = v.sizes;
+    s.push_back(1);
+    return s;
+  }());
+  return b.gather(flat, idx, pointGatherDims(static_cast<int64_t>(v.sizes.size())), {1}, v.sizes);
+}
+
+Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values) {
+  int64_t n = v.numel();
+  if (n == 0) return flat;
+  values = b.convert(values, flat.dtype());
+  if (v.isContiguous()) {
+    Value start = b.constantInt(DType::S64, v.offset);
+    return b.dynamicUpdateSlice(flat, b.reshape(values, {n}), {&start, 1});
+  }
+  hlo::Shape idxShape = v.sizes;
+  idxShape.push_back(1);
+  Value idx = b.reshape(elementIndices(b, v), idxShape);
+  hlo::ScatterDims d;
+  d.insertedWindowDims = {0};
+  d.scatterDimsToOperandDims = {0};
+  d.indexVectorDim = static_cast<int64_t>(v.sizes.size());
+  return b.scatter(flat, idx, values, d, [](hlo::Builder&, std::span<const Value> args) {
+    return std::vector<Value>{args[1]};
+  });
+}
+
+}  // namespace tpu::runtime

@@ -1,0 +1,77 @@
+// The PJRT layer alone: plugin, transfers, compile, execute, serialize.
+#include "TestPlugin.h"
+#include "csrc/pjrt/CompileOptions.h"
+#include "csrc/pjrt/Error.h"
+
+using namespace tpu;
+
+TEST(Pjrt, ClientReportsPlatformAndDevices) {
+  auto& client = testRuntime().client();
+  EXPECT_FALSE(client.platformName().empty());
+  EXPECT_GE(client.devices().size(), 1u);
+  EXPECT_GE(client.plugin().apiMinor(), 0);
+}
+
+TEST(Pjrt, RoundTripsEveryElementType) {
+  auto& client = testRuntime().client();
+  std::vector<unsigned char> bytes(64);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 1);
+  for (auto t : {pjrt::ElementType::S8, pjrt::ElementType::U8, pjrt::ElementType::S16, pjrt::ElementType::S32,
+                 pjrt::ElementType::S64, pjrt::ElementType::F16, pjrt::ElementType::BF16, pjrt::ElementType::F32,
+                 pjrt::ElementType::F64}) {
+    int64_t n = static_cast<int64_t>(bytes.size() / pjrt::byteWidth(t));
+    auto buf = client.bufferFromHost(bytes.data(), t, {n}, 0);
+    std::vector<unsigned char> back(bytes.size());
+    buf->toHost(back.data(), back.size()).await();
+    EXPECT_EQ(back, bytes) << "element type " << static_cast<int>(t);
+  }
+  std::vector<unsigned char> flags = {0, 1, 1, 0};
+  auto pred = client.bufferFromHost(flags.data(), pjrt::ElementType::Pred, {4}, 0);
+  std::vector<unsigned char> back(4);
+  pred->toHost(back.data(), 4).await();
+  EXPECT_EQ(back, flags);
+}
+
+TEST(Pjrt, CompilesExecutesAndSerializes) {
+  auto& client = testRuntime().client();
+  const char* mlir = R"(module {
+  func.func public @main(%a: tensor<3xf32>, %b: tensor<3xf32>) -> (tensor<3xf32>) {
+    %0 = "stablehlo.add"(%a, %b) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+    "func.return"(%0) : (tensor<3xf32>) -> ()
+  }
+})";
+  auto exe = client.compile(mlir, pjrt::CompileOptions{});
+  float a[3] = {1, 2, 3}, b[3] = {10, 20, 30};
+  auto ba = client.bufferFromHost(a, pjrt::ElementType::F32, {3}, 0);
+  auto bb = client.bufferFromHost(b, pjrt::ElementType::F32, {3}, 0);
+  auto outs = exe->execute({ba->raw(), bb->raw()}, client.devices()[0]);
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(toHost<float>(*outs[0], 3), (std::vector<float>{11, 22, 33}));
+
+  auto again = client.deserialize(exe->serialize());
+  auto outs2 = again->execute({ba->raw(), bb->raw()}, client.devices()[0]);
+  EXPECT_EQ(toHost<float>(*outs2[0], 3), (std::vector<float>{11, 22, 33}));
+}
+
+TEST(Pjrt, CompileErrorCarriesPluginMessage) {
+  auto& client = testRuntime().client();
+  try {
+    client.compile("module { this is not mlir }", pjrt::CompileOptions{});
+    FAIL() << "expected a PjrtError";
+  } catch (const pjrt::PjrtError& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Compile"), std::string::npos);
+  }
+}
+
+TEST(Pjrt, MissingPluginFailsWithReason) {
+  EXPECT_THROW(pjrt::Plugin::load("/nonexistent/plugin.so"), std::runtime_error);
+}
+
+TEST(CompileOptions, EncodesBuildOptionsAsNestedMessage) {
+  std::string bytes = pjrt::encodeCompileOptions(pjrt::CompileOptions{});
+  // field 3, wire type 2, then a 2+10+2+2 byte message (device_ordinal -1 is a 10-byte varint).
+  ASSERT_GE(bytes.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[0]), (3 << 3) | 2);
+  EXPECT_EQ(static_cast<size_t>(bytes[1]), bytes.size() - 2);
+  EXPECT_EQ(bytes.size(), 2u + 11u + 2u + 2u);
+}
