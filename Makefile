@@ -1,0 +1,44 @@
+# make demo: set up .venv, build, run the quickstart on tpu.   make test: every test.
+PYTHON_SYS ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+BUILD := build
+export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
+
+.PHONY: demo test test-cpp test-py build deps bench clean
+
+demo: build
+	$(PY) examples/quickstart.py
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+	$(PY) -m pytest tests -x -q -p no:cacheprovider
+
+# System packages: the compiler cache and GoogleTest (Debian).
+$(VENV)/.system:
+	@if ! command -v ccache >/dev/null || [ ! -f /usr/include/gtest/gtest.h ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq ccache libgtest-dev; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq ccache libgtest-dev; fi; fi
+	@mkdir -p $(VENV) && touch $@
+
+# Python packages: torch from the CPU wheel (never a CUDA build), the CPU PJRT plugin.
+$(VENV)/.deps: requirements.txt | $(VENV)/.system
+	test -x $(PY) || $(PYTHON_SYS) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -r requirements.txt
+	touch $@
+
+deps: $(VENV)/.system $(VENV)/.deps
+
+build: deps
+	$(PY) tools/configure.py $(BUILD)
+	cmake --build $(BUILD)
+	@test -f $(VENV)/.editable || { $(PIP) install -q --no-build-isolation --no-deps \
+	  --config-settings editable_mode=compat -e . && touch $(VENV)/.editable; }
+
+bench: build
+	$(PY) benchmarks/op_overhead.py
+
+clean:
+	rm -rf $(BUILD) torch_tpu/*.so

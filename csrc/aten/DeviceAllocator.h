@@ -1,0 +1,32 @@
+#pragma once
+// The tpu allocator. A DataPtr's context is the runtime::DeviceStorage that
+// holds the storage's device buffer; its data pointer is the start of an
+// address range reserved for that storage alone (never dereferenced), so
+// PyTorch's aliasing and overlap checks work as on any device.
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Storage.h>
+
+#include "csrc/runtime/DeviceStorage.h"
+
+namespace tpu::aten {
+
+class DeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t) override {}
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+
+  static DeviceAllocator& get();
+};
+
+// The device storage behind a tpu tensor's storage (never null for tpu tensors).
+runtime::DeviceStorage* deviceStorage(const c10::Storage& storage);
+
+}  // namespace tpu::aten

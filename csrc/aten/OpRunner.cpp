@@ -1,0 +1,71 @@
+#include "OpRunner.h"
+
+#include <ATen/MemoryOverlap.h>
+
+#include <cstring>
+
+#include "DeviceAllocator.h"
+
+namespace tpu::aten {
+
+hlo::DType toHlo(c10::ScalarType t) {
+  switch (t) {
+    case c10::kBool: return hlo::DType::Pred;
+    case c10::kByte: return hlo::DType::U8;
+    case c10::kChar: return hlo::DType::S8;
+    case c10::kShort: return hlo::DType::S16;
+    case c10::kInt: return hlo::DType::S32;
+    case c10::kLong: return hlo::DType::S64;
+    case c10::kHalf: return hlo::DType::F16;
+    case c10::kBFloat16: return hlo::DType::BF16;
+    case c10::kFloat: return hlo::DType::F32;
+    case c10::kDouble: return hlo::DType::F64;
+    default:
+      TORCH_CHECK_TYPE(false, "tpu: dtype ", t,
+                       " is not supported on tpu (supported: bool, uint8, int8, int16, int32, int64, float16, "
+                       "bfloat16, float32, float64); convert the tensor first, e.g. .to(torch.float32)");
+  }
+}
+
+runtime::TensorArg tensorArg(const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tpu: expected a tpu tensor, got one on ",
+              t.device());
+  runtime::TensorArg a;
+  a.storage = deviceStorage(t.storage());
+  a.view.dtype = toHlo(t.scalar_type());
+  a.view.sizes.assign(t.sizes().begin(), t.sizes().end());
+  a.view.strides.assign(t.strides().begin(), t.strides().end());
+  a.view.offset = t.storage_offset();
+  return a;
+}
+
+runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as) {
+  hlo::DType t = toHlo(as);
+  if (s.isBoolean()) return runtime::HostOperand::integer(t, s.toBool());
+  if (s.isIntegral(false)) {
+    int64_t v = s.toLong();
+    return hlo::isFloat(t) ? runtime::HostOperand::scalar(t, static_cast<double>(v))
+                           : runtime::HostOperand::integer(t, v);
+  }
+  TORCH_CHECK(!s.isComplex(), "tpu: complex scalars are not supported");
+  double v = s.toDouble();
+  if (hlo::isFloat(t)) return runtime::HostOperand::scalar(t, v);
+  if (t == hlo::DType::Pred) return runtime::HostOperand::integer(t, v != 0);
+  return runtime::HostOperand::integer(t, static_cast<int64_t>(v));
+}
+
+Op& Op::out(const at::Tensor& t) {
+  // Writing through a view whose elements alias each other is an error, as on CPU.
+  at::assert_no_internal_overlap(t);
+  call_.outputs.push_back(tensorArg(t));
+  return *this;
+}
+
+Op& Op::attrDouble(double v) {
+  int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  call_.attrs.push_back(bits);
+  return *this;
+}
+
+}  // namespace tpu::aten

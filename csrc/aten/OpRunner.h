@@ -1,0 +1,66 @@
+#pragma once
+// Turns ATen tensors and scalars into a runtime::OpCall and runs it. Kernels
+// describe their inputs, outputs and attributes, and give the lowering as a
+// lambda that is only invoked when the signature is not cached yet.
+#include <ATen/core/Tensor.h>
+#include <c10/core/Scalar.h>
+
+#include <initializer_list>
+
+#include "csrc/runtime/Executor.h"
+
+namespace tpu::aten {
+
+hlo::DType toHlo(c10::ScalarType t);  // raises TypeError for dtypes tpu cannot hold
+runtime::TensorArg tensorArg(const at::Tensor& t);
+runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as);
+
+class Op {
+ public:
+  Op(const char* name, int64_t id) {
+    call_.name = name;
+    call_.opId = id;
+  }
+  Op& in(const at::Tensor& t) {
+    call_.inputs.push_back(tensorArg(t));
+    return *this;
+  }
+  Op& out(const at::Tensor& t);
+  // A Python/C++ scalar passed as a device operand of dtype `as`.
+  Op& scalar(const c10::Scalar& s, c10::ScalarType as) {
+    call_.operands.push_back(scalarOperand(s, as));
+    return *this;
+  }
+  Op& operand(const runtime::HostOperand& o) {
+    call_.operands.push_back(o);
+    return *this;
+  }
+  // Facts the lowering depends on that are not in the views (dims, flags, ...).
+  Op& attr(int64_t v) {
+    call_.attrs.push_back(v);
+    return *this;
+  }
+  Op& attrs(c10::IntArrayRef vs) {
+    call_.attrs.push_back(static_cast<int64_t>(vs.size()));
+    call_.attrs.insert(call_.attrs.end(), vs.begin(), vs.end());
+    return *this;
+  }
+  Op& attrDouble(double v);
+
+  template <class F>
+  void run(F&& build) {
+    runtime::Executor::get().run(call_, runtime::FunctionRef<runtime::BuildFn>(build));
+  }
+
+ private:
+  runtime::OpCall call_;
+};
+
+// An Op whose cache identity is this source location (one lowering lambda).
+#define TPU_OP(name) \
+  ::tpu::aten::Op(name, [] { static const int64_t id = ::tpu::runtime::newOpId(); return id; }())
+
+using Values = std::span<const hlo::Value>;
+using ValueList = std::vector<hlo::Value>;
+
+}  // namespace tpu::aten

@@ -1,0 +1,96 @@
+// torch_tpu._C: the Python surface of the runtime (device module, stats).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "csrc/aten/DeviceAllocator.h"
+#include "csrc/aten/Generator.h"
+#include "csrc/aten/Guard.h"
+#include "csrc/runtime/Executor.h"
+#include "csrc/runtime/Runtime.h"
+
+namespace py = pybind11;
+using namespace tpu;
+
+namespace {
+
+py::dict statArray(const c10::CachingAllocator::StatArray& a) {
+  const auto& s = a[0];
+  py::dict d;
+  d["current"] = s.current;
+  d["peak"] = s.peak;
+  d["allocated"] = s.allocated;
+  d["freed"] = s.freed;
+  return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "torch_tpu native extension";
+  m.def("_configure_plugins", [](const std::vector<std::pair<std::string, std::string>>& candidates) {
+    std::vector<runtime::PluginCandidate> c;
+    for (const auto& [name, path] : candidates) c.push_back({name, path});
+    runtime::Runtime::configure(std::move(c));
+  });
+  m.def("_is_available", [] { return runtime::Runtime::available(); });
+  // Starts the runtime, raising the error that says which plugins were tried.
+  m.def("_init", [] {
+    try {
+      runtime::Runtime::get();
+    } catch (const std::exception& e) {
+      throw std::runtime_error(e.what());
+    }
+  });
+  m.def("_device_count", [] { return aten::deviceCount(); });
+  m.def("_current_device", [] { return aten::currentDevice(); });
+  m.def("_set_device", [](int d) { aten::setCurrentDevice(d); });
+  m.def("_synchronize", [] {
+    py::gil_scoped_release release;
+    runtime::Executor::get().synchronize();
+  });
+  m.def("_device_description", [] { return runtime::Runtime::get().description(); });
+  m.def("_platform_name", [] { return runtime::Runtime::get().client().platformName(); });
+  m.def("_platform_version", [] { return runtime::Runtime::get().client().platformVersion(); });
+  m.def("_plugin_path", [] { return runtime::Runtime::get().pluginPath(); });
+  m.def("_plugin_name", [] { return runtime::Runtime::get().pluginName(); });
+  m.def("_pjrt_api_version", [] {
+    const auto& p = runtime::Runtime::get().client().plugin();
+    return std::make_pair(p.apiMajor(), p.apiMinor());
+  });
+  m.def("_default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(aten::defaultGenerator(static_cast<c10::DeviceIndex>(device))));
+  });
+  m.def("_memory_stats", [](int device) {
+    auto stats = aten::DeviceAllocator::get().getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    py::dict d;
+    d["allocated_bytes"] = statArray(stats.allocated_bytes);
+    d["reserved_bytes"] = statArray(stats.reserved_bytes);
+    d["active_bytes"] = statArray(stats.active_bytes);
+    d["requested_bytes"] = statArray(stats.requested_bytes);
+    d["allocation"] = statArray(stats.allocation);
+    d["segment"] = statArray(stats.segment);
+    d["active"] = statArray(stats.active);
+    return d;
+  });
+  m.def("_reset_peak_memory_stats", [](int device) {
+    aten::DeviceAllocator::get().resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_reset_accumulated_memory_stats", [](int device) {
+    aten::DeviceAllocator::get().resetAccumulatedStats(static_cast<c10::DeviceIndex>(device));
+  });
+  m.def("_executor_stats", [] {
+    auto s = runtime::Executor::get().stats();
+    py::dict d;
+    d["ops"] = s.ops;
+    d["cache_hits"] = s.cacheHits;
+    d["cache_misses"] = s.cacheMisses;
+    d["compile_seconds"] = s.compileSeconds;
+    d["cached_executables"] = runtime::Executor::get().cacheSize();
+    return d;
+  });
+  m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });
+  m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
+}

@@ -1,0 +1,191 @@
+"""`torch.tpu`: the device module, registered under the name "tpu"."""
+from typing import Any, Dict, Optional, Union
+
+import torch
+
+from . import _C
+
+_DeviceLike = Union[int, str, torch.device, None]
+
+
+def _index(device: _DeviceLike) -> int:
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "tpu":
+        raise ValueError(f"expected a tpu device, got {device}")
+    return current_device() if device.index is None else device.index
+
+
+def is_available() -> bool:
+    return _C._is_available()
+
+
+def is_initialized() -> bool:
+    return _C._is_available()
+
+
+def _lazy_init() -> None:
+    _C._init()
+
+
+def init() -> None:
+    _C._init()
+
+
+def device_count() -> int:
+    return _C._device_count()
+
+
+def current_device() -> int:
+    return _C._current_device()
+
+
+def set_device(device: _DeviceLike) -> None:
+    _C._set_device(_index(device))
+
+
+class device:
+    """Context manager that makes `device` the current tpu device."""
+
+    def __init__(self, device: _DeviceLike):
+        self.idx = _index(device)
+        self.prev = -1
+
+    def __enter__(self):
+        self.prev = current_device()
+        if self.idx != self.prev:
+            set_device(self.idx)
+
+    def __exit__(self, *exc: Any):
+        if self.prev != self.idx:
+            set_device(self.prev)
+        return False
+
+
+def synchronize(device: _DeviceLike = None) -> None:
+    """Waits for every program launched on tpu (PJRT orders them per device)."""
+    _C._synchronize()
+
+
+def get_device_name(device: _DeviceLike = None) -> str:
+    """The platform really running the ops, e.g. 'cpu (XLA:CPU via PJRT, plugin cpu)'."""
+    return _C._device_description()
+
+
+def get_device_capability(device: _DeviceLike = None) -> Dict[str, Any]:
+    return {"platform": _C._platform_name(), "platform_version": _C._platform_version()}
+
+
+def get_device_properties(device: _DeviceLike = None) -> Dict[str, Any]:
+    major, minor = _C._pjrt_api_version()
+    return {
+        "name": get_device_name(device),
+        "platform": _C._platform_name(),
+        "platform_version": _C._platform_version(),
+        "plugin": _C._plugin_path(),
+        "pjrt_api_version": f"{major}.{minor}",
+    }
+
+
+# --- random numbers -------------------------------------------------------
+
+def _generator(device: _DeviceLike = None) -> torch.Generator:
+    return _C._default_generator(_index(device))
+
+
+def manual_seed(seed: int) -> None:
+    _generator().manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    for i in range(max(device_count(), 1)):
+        _C._default_generator(i).manual_seed(int(seed))
+
+
+def seed() -> None:
+    _generator().seed()
+
+
+def seed_all() -> None:
+    for i in range(max(device_count(), 1)):
+        _C._default_generator(i).seed()
+
+
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+def get_rng_state(device: _DeviceLike = None) -> torch.Tensor:
+    return _generator(device).get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: _DeviceLike = None) -> None:
+    _generator(device).set_state(new_state)
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(states) -> None:
+    for i, state in enumerate(states):
+        set_rng_state(state, i)
+
+
+# --- autocast -------------------------------------------------------------
+
+def get_amp_supported_dtype():
+    return [torch.bfloat16, torch.float16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return True
+
+
+# --- memory ---------------------------------------------------------------
+
+def memory_stats(device: _DeviceLike = None) -> Dict[str, Any]:
+    raw = _C._memory_stats(_index(device))
+    flat: Dict[str, Any] = {}
+    for name, values in raw.items():
+        for kind, value in values.items():
+            flat[f"{name}.all.{kind}"] = value
+    return flat
+
+
+def memory_allocated(device: _DeviceLike = None) -> int:
+    return _C._memory_stats(_index(device))["allocated_bytes"]["current"]
+
+
+def max_memory_allocated(device: _DeviceLike = None) -> int:
+    return _C._memory_stats(_index(device))["allocated_bytes"]["peak"]
+
+
+def memory_reserved(device: _DeviceLike = None) -> int:
+    return _C._memory_stats(_index(device))["reserved_bytes"]["current"]
+
+
+def max_memory_reserved(device: _DeviceLike = None) -> int:
+    return _C._memory_stats(_index(device))["reserved_bytes"]["peak"]
+
+
+def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
+    _C._reset_peak_memory_stats(_index(device))
+
+
+def empty_cache() -> None:
+    """Device buffers are freed as soon as no tensor holds them; nothing is cached."""
+
+
+# --- executable cache -----------------------------------------------------
+
+def executor_stats() -> Dict[str, Any]:
+    """Ops run, executable cache hits/misses and compile seconds of this process."""
+    return _C._executor_stats()
+
+
+def reset_executor_stats() -> None:
+    _C._reset_executor_stats()
