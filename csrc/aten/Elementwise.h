@@ -1,0 +1,61 @@
+#pragma once
+// Shared machinery of pointwise kernels: argument kinds (tpu tensor or host
+// scalar), result/compute dtypes, output allocation for the functional,
+// in-place and out= variants, and one runner that broadcasts and converts.
+#include <ATen/ATen.h>
+
+#include "OpRunner.h"
+#include "csrc/lowering/Elementwise.h"
+
+namespace tpu::aten {
+
+// An operand of a pointwise op: a tpu tensor or a host scalar (a Python
+// number, or a CPU 0-dim tensor, which PyTorch treats the same way).
+struct Arg {
+  at::Tensor tensor;  // defined for tpu tensors
+  c10::Scalar scalar;
+  static Arg of(const at::Tensor& t);
+  static Arg of(const c10::Scalar& s) { return Arg{at::Tensor(), s}; }
+  bool isTensor() const { return tensor.defined(); }
+};
+
+// float16/bfloat16 compute in float32, as CPU PyTorch's opmath does.
+c10::ScalarType opmathType(c10::ScalarType t);
+c10::ScalarType defaultFloat();
+// Result dtype of a pointwise op over these operands (PyTorch promotion rules).
+c10::ScalarType resultType(std::initializer_list<const Arg*> args);
+std::vector<int64_t> broadcastShape(std::initializer_list<const Arg*> args);
+
+// out= handling: resize as resize_output does and check the dtype can hold `result`.
+void prepareOut(const char* op, at::Tensor& out, c10::IntArrayRef shape, c10::ScalarType result);
+void checkInplace(const char* op, const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarType result);
+
+// Runs `body` over `args` converted to `compute` and broadcast to out's shape.
+// `body(Builder&, std::vector<hlo::Value>&)` returns the result value.
+template <class Body>
+void runPointwise(Op op, std::initializer_list<const Arg*> args, const at::Tensor& out, c10::ScalarType compute,
+                  Body&& body) {
+  if (out.numel() == 0) return;
+  int64_t scalarMask = 0, i = 0;
+  for (const Arg* a : args) {
+    if (a->isTensor()) op.in(a->tensor);
+    else {
+      op.scalar(a->scalar, compute);
+      scalarMask |= int64_t{1} << i;
+    }
+    ++i;
+  }
+  std::vector<int64_t> shape = out.sizes().vec();
+  hlo::DType computeType = toHlo(compute);
+  op.attr(scalarMask).attr(static_cast<int64_t>(compute)).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
+    std::vector<hlo::Value> vals;
+    size_t ti = 0, si = 0;
+    for (size_t k = 0; k < args.size(); ++k) {
+      hlo::Value v = (scalarMask >> k) & 1 ? ops[si++] : in[ti++];
+      vals.push_back(lowering::broadcastTo(b, b.convert(v, computeType), shape));
+    }
+    return ValueList{body(b, vals)};
+  });
+}
+
+}  // namespace tpu::aten
