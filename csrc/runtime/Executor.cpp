@@ -16,7 +16,8 @@ using hlo::Value;
 
 struct Executor::Entry {
   std::unique_ptr<pjrt::Executable> exe;
-  std::vector<int32_t> paramStorages;   // storage index of each buffer parameter
+  // Each parameter in order: a storage index (>= 0) or operand k as -(k + 1).
+  std::vector<int32_t> params;
   std::vector<int32_t> resultStorages;  // storage index each result replaces
   std::vector<DType> resultElems;
 };
@@ -143,9 +144,9 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   }
 
   std::vector<PJRT_Buffer*> args;
-  args.reserve(entry->paramStorages.size() + call.operands.size());
-  for (int32_t s : entry->paramStorages) args.push_back(storages[s]->buffer->raw());
-  for (const HostOperand& o : call.operands) args.push_back(operandBuffer(o, device));
+  args.reserve(entry->params.size());
+  for (int32_t p : entry->params)
+    args.push_back(p >= 0 ? storages[p]->buffer->raw() : operandBuffer(call.operands[-(p + 1)], device));
   Runtime& rt = Runtime::get();
   std::vector<std::unique_ptr<pjrt::Buffer>> results =
       entry->exe->execute(args, rt.client().devices().at(device));
@@ -178,7 +179,7 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
       DeviceStorage* st = storages[s];
       if (st->buffer) {
         flat[s] = b.parameter(hlo::Type{st->elem, {st->elemCount()}});
-        entry->paramStorages.push_back(s);
+        entry->params.push_back(s);
       } else {
         // Never-written memory reads as zeros.
         flat[s] = b.full(hlo::Type{as, {static_cast<int64_t>(st->nbytes / hlo::byteWidth(as))}}, 0);
@@ -197,10 +198,12 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
     inputs.push_back(readView(b, load(inputStorage[i], v.dtype), v));
   }
   std::vector<Value> operands;
-  for (const HostOperand& o : call.operands) {
+  for (size_t k = 0; k < call.operands.size(); ++k) {
+    const HostOperand& o = call.operands[k];
     hlo::Shape shape;
     if (o.count) shape.push_back(o.count);
     operands.push_back(b.parameter(hlo::Type{o.dtype, shape}));
+    entry->params.push_back(-static_cast<int32_t>(k) - 1);
   }
   std::vector<Value> results = build(b, inputs, operands);
   if (results.size() != call.outputs.size())
