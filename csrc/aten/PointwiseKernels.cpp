@@ -196,23 +196,38 @@ at::Tensor& divModeOut(const at::Tensor& a, const at::Tensor& b, std::optional<c
   m.impl(name "_", &UnaryOp<Unary::K, Policy::P>::inplace);      \
   m.impl(name ".out", &UnaryOp<Unary::K, Policy::P>::out);
 
-#define TPU_BINARY_TENSOR(name, K, P)                                 \
+// name.Tensor, name_.Tensor and the given out= overload.
+#define TPU_BINARY_TENSOR(name, K, P, outName)                        \
   m.impl(name ".Tensor", &BinaryOp<Binary::K, Policy::P>::tt);        \
   m.impl(name "_.Tensor", &BinaryOp<Binary::K, Policy::P>::ttInplace); \
-  m.impl(name ".out", &BinaryOp<Binary::K, Policy::P>::ttOut);
+  m.impl(outName, &BinaryOp<Binary::K, Policy::P>::ttOut);
+
+// name.Scalar, name_.Scalar, name.Scalar_out.
+#define TPU_BINARY_SCALAR(name, K, P)                                  \
+  m.impl(name ".Scalar", &BinaryOp<Binary::K, Policy::P>::ts);         \
+  m.impl(name "_.Scalar", &BinaryOp<Binary::K, Policy::P>::tsInplace); \
+  m.impl(name ".Scalar_out", &BinaryOp<Binary::K, Policy::P>::tsOut);
 
 #define TPU_BINARY_PLAIN(name, K, P)                             \
   m.impl(name, &BinaryOp<Binary::K, Policy::P>::tt);             \
   m.impl(name "_", &BinaryOp<Binary::K, Policy::P>::ttInplace);  \
   m.impl(name ".out", &BinaryOp<Binary::K, Policy::P>::ttOut);
 
-#define TPU_COMPARE(name, K)                                                 \
-  m.impl(name ".Tensor", &BinaryOp<Binary::K, Policy::Bool>::tt);            \
-  m.impl(name "_.Tensor", &BinaryOp<Binary::K, Policy::Bool>::ttInplace);    \
-  m.impl(name ".Tensor_out", &BinaryOp<Binary::K, Policy::Bool>::ttOut);     \
-  m.impl(name ".Scalar", &BinaryOp<Binary::K, Policy::Bool>::ts);            \
-  m.impl(name "_.Scalar", &BinaryOp<Binary::K, Policy::Bool>::tsInplace);    \
-  m.impl(name ".Scalar_out", &BinaryOp<Binary::K, Policy::Bool>::tsOut);
+#define TPU_COMPARE(name, K)                          \
+  TPU_BINARY_TENSOR(name, K, Bool, name ".Tensor_out") \
+  TPU_BINARY_SCALAR(name, K, Bool)
+
+// Shift operators: the bitwise_*_shift family and the Python dunder overloads.
+#define TPU_SHIFT(name, dunder, idunder, K)                                               \
+  TPU_BINARY_TENSOR(name, K, IntegerOnly, name ".Tensor_out")                             \
+  m.impl(name ".Tensor_Scalar", &BinaryOp<Binary::K, Policy::IntegerOnly>::ts);           \
+  m.impl(name "_.Tensor_Scalar", &BinaryOp<Binary::K, Policy::IntegerOnly>::tsInplace);   \
+  m.impl(name ".Tensor_Scalar_out", &BinaryOp<Binary::K, Policy::IntegerOnly>::tsOut);    \
+  m.impl(name ".Scalar_Tensor", &BinaryOp<Binary::K, Policy::IntegerOnly>::st);           \
+  m.impl(dunder ".Scalar", &BinaryOp<Binary::K, Policy::IntegerOnly>::ts);                \
+  m.impl(dunder ".Tensor", &BinaryOp<Binary::K, Policy::IntegerOnly>::tt);                \
+  m.impl(idunder ".Scalar", &BinaryOp<Binary::K, Policy::IntegerOnly>::tsInplace);        \
+  m.impl(idunder ".Tensor", &BinaryOp<Binary::K, Policy::IntegerOnly>::ttInplace);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_UNARY("abs", Abs, Same)
@@ -245,6 +260,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_UNARY("trunc", Trunc, Same)
   TPU_UNARY("frac", Frac, Same)
   TPU_UNARY("sign", Sign, Same)
+  TPU_UNARY("sgn", Sign, Same)
   TPU_UNARY("sigmoid", Sigmoid, Float)
   TPU_UNARY("erf", Erf, Float)
   TPU_UNARY("erfc", Erfc, Float)
@@ -270,14 +286,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sub.Tensor", &AddOp<true>::functional);
   m.impl("sub_.Tensor", &AddOp<true>::inplace);
   m.impl("sub.out", &AddOp<true>::out);
-  TPU_BINARY_TENSOR("mul", Mul, Same)
-  TPU_BINARY_TENSOR("div", Div, Float)
+  TPU_BINARY_TENSOR("mul", Mul, Same, "mul.out")
+  TPU_BINARY_TENSOR("div", Div, Float, "div.out")
   m.impl("div.Tensor_mode", divMode);
   m.impl("div_.Tensor_mode", divModeInplace);
   m.impl("div.out_mode", divModeOut);
-  TPU_BINARY_TENSOR("remainder", Remainder, Same)
+  TPU_BINARY_TENSOR("remainder", Remainder, Same, "remainder.Tensor_out")
+  TPU_BINARY_SCALAR("remainder", Remainder, Same)
   m.impl("remainder.Scalar_Tensor", &BinaryOp<Binary::Remainder, Policy::Same>::st);
-  TPU_BINARY_TENSOR("fmod", Fmod, Same)
+  TPU_BINARY_TENSOR("fmod", Fmod, Same, "fmod.Tensor_out")
+  TPU_BINARY_SCALAR("fmod", Fmod, Same)
   m.impl("pow.Tensor_Tensor", &BinaryOp<Binary::Pow, Policy::Same>::tt);
   m.impl("pow_.Tensor", &BinaryOp<Binary::Pow, Policy::Same>::ttInplace);
   m.impl("pow.Tensor_Tensor_out", &BinaryOp<Binary::Pow, Policy::Same>::ttOut);
@@ -290,13 +308,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_BINARY_PLAIN("minimum", Min, Same)
   TPU_BINARY_PLAIN("atan2", Atan2, Float)
   TPU_BINARY_PLAIN("hypot", Hypot, Float)
-  TPU_BINARY_TENSOR("copysign", Copysign, Float)
-  TPU_BINARY_TENSOR("xlogy", Xlogy, Float)
-  TPU_BINARY_TENSOR("bitwise_and", BitAnd, IntegerOnly)
-  TPU_BINARY_TENSOR("bitwise_or", BitOr, IntegerOnly)
-  TPU_BINARY_TENSOR("bitwise_xor", BitXor, IntegerOnly)
-  TPU_BINARY_TENSOR("bitwise_left_shift", ShiftLeft, IntegerOnly)
-  TPU_BINARY_TENSOR("bitwise_right_shift", ShiftRight, IntegerOnly)
+  TPU_BINARY_TENSOR("copysign", Copysign, Float, "copysign.out")
+  TPU_BINARY_SCALAR("copysign", Copysign, Float)
+  TPU_BINARY_TENSOR("xlogy", Xlogy, Float, "xlogy.OutTensor")
+  m.impl("xlogy.Scalar_Other", &BinaryOp<Binary::Xlogy, Policy::Float>::ts);
+  m.impl("xlogy_.Scalar_Other", &BinaryOp<Binary::Xlogy, Policy::Float>::tsInplace);
+  m.impl("xlogy.OutScalar_Other", &BinaryOp<Binary::Xlogy, Policy::Float>::tsOut);
+  m.impl("xlogy.Scalar_Self", &BinaryOp<Binary::Xlogy, Policy::Float>::st);
+  m.impl("xlogy.OutScalar_Self", &BinaryOp<Binary::Xlogy, Policy::Float>::stOut);
+  TPU_BINARY_TENSOR("bitwise_and", BitAnd, IntegerOnly, "bitwise_and.Tensor_out")
+  TPU_BINARY_SCALAR("bitwise_and", BitAnd, IntegerOnly)
+  TPU_BINARY_TENSOR("bitwise_or", BitOr, IntegerOnly, "bitwise_or.Tensor_out")
+  TPU_BINARY_SCALAR("bitwise_or", BitOr, IntegerOnly)
+  TPU_BINARY_TENSOR("bitwise_xor", BitXor, IntegerOnly, "bitwise_xor.Tensor_out")
+  TPU_BINARY_SCALAR("bitwise_xor", BitXor, IntegerOnly)
+  TPU_SHIFT("bitwise_left_shift", "__lshift__", "__ilshift__", ShiftLeft)
+  TPU_SHIFT("bitwise_right_shift", "__rshift__", "__irshift__", ShiftRight)
   TPU_BINARY_PLAIN("logical_and", LogicalAnd, Bool)
   TPU_BINARY_PLAIN("logical_or", LogicalOr, Bool)
   TPU_BINARY_PLAIN("logical_xor", LogicalXor, Bool)

@@ -137,7 +137,11 @@ Value unary(Builder& b, Unary op, Value x) {
     case Unary::Trunc: return trunc(b, x);
     case Unary::Frac: return b.sub(x, trunc(b, x));
     case Unary::Sign:
-      return x.dtype() == DType::Pred ? x : b.unary("sign", x);
+      if (x.dtype() == DType::Pred) return x;
+      if (!hlo::isFloat(x.dtype())) return b.unary("sign", x);
+      // As PyTorch: sign(nan) = 0 and sign(-0.0) = +0.
+      return b.select(b.compare(hlo::Cmp::GT, x, k(b, x, 0)), k(b, x, 1),
+                      b.select(b.compare(hlo::Cmp::LT, x, k(b, x, 0)), k(b, x, -1), k(b, x, 0)));
     case Unary::Sigmoid: return b.unary("logistic", x);
     case Unary::Relu:
       if (x.dtype() == DType::Pred) return x;
