@@ -29,4 +29,8 @@ class DeviceAllocator final : public c10::DeviceAllocator {
 // The device storage behind a tpu tensor's storage (never null for tpu tensors).
 runtime::DeviceStorage* deviceStorage(const c10::Storage& storage);
 
+// Gives `storage` a new size, keeping the bytes both sizes share (a device-side
+// pad or slice); new bytes read as zeros.
+void resizeStorageBytes(const c10::Storage& storage, size_t nbytes);
+
 }  // namespace tpu::aten

@@ -37,7 +37,7 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
 };
 
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
-  TORCH_CHECK(false, "tpu: resizing a storage in place is not supported; use Tensor.resize_");
+  resizeStorageBytes(storage, newsize);
 }
 
 // Registered at load time, like the allocator and the guard.

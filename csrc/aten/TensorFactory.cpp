@@ -47,31 +47,6 @@ at::Tensor emptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride, std::opt
   return at::detail::empty_strided_generic(size, stride, &DeviceAllocator::get(), tpuKeys(), scalarType);
 }
 
-// Grows `storage` to `nbytes`, keeping its bytes (a device-side pad).
-void growStorage(const at::Tensor& self, size_t nbytes) {
-  c10::Storage storage = self.storage();
-  runtime::DeviceStorage* old = deviceStorage(storage);
-  size_t oldBytes = old->nbytes;
-  c10::DataPtr fresh = DeviceAllocator::get().allocate(nbytes);
-  auto* grown = static_cast<runtime::DeviceStorage*>(fresh.get_context());
-  grown->device = old->device;
-  if (old->buffer && oldBytes > 0) {
-    runtime::OpCall call;
-    call.name = "tpu::grow_storage";
-    static const int64_t id = runtime::newOpId();
-    call.opId = id;
-    call.inputs.push_back({old, {hlo::DType::U8, {static_cast<int64_t>(oldBytes)}, {1}, 0}});
-    call.outputs.push_back({grown, {hlo::DType::U8, {static_cast<int64_t>(nbytes)}, {1}, 0}});
-    auto build = [&](hlo::Builder& b, Values in, Values) {
-      return ValueList{b.pad(in[0], b.constantInt(hlo::DType::U8, 0), {0},
-                             {static_cast<int64_t>(nbytes - oldBytes)}, {0})};
-    };
-    runtime::Executor::get().run(call, build);
-  }
-  storage.set_data_ptr_noswap(std::move(fresh));
-  storage.set_nbytes(nbytes);
-}
-
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef symSize,
                          std::optional<c10::MemoryFormat> memoryFormat) {
   auto size = C10_AS_INTARRAYREF_SLOW(symSize);
@@ -82,7 +57,7 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef symSize,
   if (format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(format);
   size_t needed =
       at::detail::computeStorageNbytes(self.sizes(), self.strides(), itemsize, self.storage_offset());
-  if (needed > self.storage().nbytes()) growStorage(self, needed);
+  if (needed > self.storage().nbytes()) resizeStorageBytes(self.storage(), needed);
   return self;
 }
 
@@ -97,7 +72,7 @@ at::Tensor& setStorage(at::Tensor& self, c10::Storage source, int64_t offset, c1
   size_t required = at::detail::computeStorageNbytes(self.sizes(), self.strides(), self.dtype().itemsize(),
                                                      self.storage_offset())
                         ;
-  if (self.numel() > 0 && required > self.storage().nbytes()) growStorage(self, required);
+  if (self.numel() > 0 && required > self.storage().nbytes()) resizeStorageBytes(self.storage(), required);
   return self;
 }
 
