@@ -120,9 +120,15 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   key.insert(key.end(), call.attrs.begin(), call.attrs.end());
   for (const TensorArg& a : call.inputs) appendView(key, storageIndex(storages, a.storage), a.view);
   for (const TensorArg& a : call.outputs) appendView(key, storageIndex(storages, a.storage), a.view);
-  for (DeviceStorage* s : storages) {
+  // A storage's current buffer matters only if the program reads it: an output
+  // that covers its whole storage is written without looking at the old bytes.
+  for (size_t i = 0; i < storages.size(); ++i) {
+    DeviceStorage* s = storages[i];
+    bool read = false;
+    for (const TensorArg& a : call.inputs) read |= a.storage == s;
+    for (const TensorArg& a : call.outputs) read |= a.storage == s && !a.view.coversStorage(s->nbytes);
     key.push_back(static_cast<int64_t>(s->nbytes));
-    key.push_back(s->buffer ? static_cast<int64_t>(s->elem) : -1);
+    key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
   }
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
 
