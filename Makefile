@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 BUILD := build
 export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
+# Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
+export CCACHE_BASEDIR ?= $(CURDIR)
 
 .PHONY: demo test test-cpp test-py build deps bench clean
 
