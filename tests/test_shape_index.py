@@ -619,3 +619,27 @@ def test_embedding_backward(mode):
                  torch.ops.aten.embedding_dense_backward(g, idx, 6, -1, False), atol=2e-2, rtol=2e-2)
     assert_close(torch.ops.aten.embedding_dense_backward(T(g)[:, :0], T(idx)[:, :0], 6, -1, False),
                  torch.zeros(6, 4, dtype=torch.bfloat16))
+
+
+def test_nonzero_static_masked_scatter(mode):
+    x = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    for size, fill in ((5, -1), (2, 9), (0, 1), (6, 4)):
+        assert_close(torch.nonzero_static(T(x), size=size, fill_value=fill),
+                     torch.nonzero_static(x, size=size, fill_value=fill))
+    assert_close(torch.nonzero_static(T(torch.tensor(3.0)), size=2), torch.nonzero_static(torch.tensor(3.0), size=2))
+    s, m, src = torch.randn(3, 4), torch.randn(3, 4) > 0, torch.randn(20)
+    assert_close(T(s).masked_scatter(T(m), T(src)), s.masked_scatter(m, src))
+    assert_close(T(s).masked_scatter(T(m[0]), T(src)), s.masked_scatter(m[0], src))
+    i = torch.arange(12).reshape(3, 4)
+    t = T(i)
+    t[:, 1:].masked_scatter_(T(m[:, 1:]), T(-i))  # through a view
+    e = i.clone()
+    e[:, 1:].masked_scatter_(m[:, 1:], -i)
+    assert_close(t, e)
+    with pytest.raises(RuntimeError, match="boolean masks"):
+        T(s).masked_scatter_(T(s), T(src))
+
+
+def test_grad_masked_select(mode):
+    m = torch.randn(3, 4) > 0
+    _grads(lambda x: torch.masked_select(x, tt(m, x.device.type == DEV)), torch.randn(3, 4))

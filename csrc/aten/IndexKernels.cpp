@@ -66,6 +66,42 @@ at::Tensor nonzero(const at::Tensor& self) {
   return nonzeroOut(self, out);
 }
 
+at::Tensor& nonzeroStaticOut(const at::Tensor& self, c10::SymInt symSize, int64_t fill, at::Tensor& out) {
+  int64_t size = symSize.expect_int();
+  TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer");
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero_static: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
+  at::native::resize_output(out, {size, self.dim()});
+  if (out.numel() == 0) return out;
+  if (self.numel() == 0) return out.fill_(fill);
+  TPU_OP("aten::nonzero_static").in(self).scalar(fill, at::kLong).out(out).run([size](hlo::Builder& b, Values in, Values s) {
+    return ValueList{lowering::nonzeroStatic(b, in[0], size, s[0])};
+  });
+  return out;
+}
+
+at::Tensor nonzeroStatic(const at::Tensor& self, c10::SymInt size, int64_t fill) {
+  at::Tensor out = at::empty({0}, self.options().dtype(at::kLong));
+  return nonzeroStaticOut(self, size, fill, out);
+}
+
+// No host sync: the positions come from a device sort. Like CUDA, a source
+// with fewer elements than the mask has ones is not detected.
+at::Tensor& maskedScatter_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& source) {
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter_: expected self and source to have same dtypes but got", self.scalar_type(), " and ",
+              source.scalar_type());
+  TORCH_CHECK(mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
+              "masked_scatter_ only supports boolean masks, but got mask with dtype ", mask.scalar_type());
+  checkInplace("masked_scatter_", self, at::infer_size(self.sizes(), mask.sizes()), self.scalar_type());
+  if (self.numel() == 0 || source.numel() == 0) return self;
+  at::Tensor m = mask.expand(self.sizes());
+  TPU_OP("aten::masked_scatter_").in(self).in(m).in(source).out(self).run([](hlo::Builder& b, Values in, Values) {
+    return ValueList{lowering::maskedScatter(b, in[0], in[1], in[2])};
+  });
+  return self;
+}
+
 at::Tensor& maskedSelectOut(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
   TORCH_CHECK(mask.scalar_type() == at::kBool || mask.scalar_type() == at::kByte,
               "masked_select: expected BoolTensor for mask");
@@ -611,6 +647,9 @@ T embeddingDenseBackward(const T& grad, const T& indices, c10::SymInt numWeights
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero", nonzero);
   m.impl("nonzero.out", nonzeroOut);
+  m.impl("nonzero_static", nonzeroStatic);
+  m.impl("nonzero_static.out", nonzeroStaticOut);
+  m.impl("masked_scatter_", maskedScatter_);
   m.impl("masked_select", maskedSelect);
   m.impl("masked_select.out", maskedSelectOut);
   m.impl("index_select", indexSelect);

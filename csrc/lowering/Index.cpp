@@ -81,15 +81,37 @@ std::vector<int64_t> offsetPositions(int64_t rank, int64_t batchRank, const std:
   return pos;
 }
 
-// Sorts `payload` (flat) so that the entries whose `pred` is true come first,
-// in order, and returns the first `count` of them.
-Value compactTrue(Builder& b, Value pred, Value payload, int64_t count) {
+// Stable-sorts the flat `payload` so that the entries whose `pred` is true come
+// first, in order.
+Value trueFirst(Builder& b, Value pred, Value payload) {
   Value key = b.unary("not", pred);  // true sorts as false, first
   Value ins[2] = {key, payload};
   std::vector<Value> sorted = b.sort(ins, 0, /*stable=*/true, [](Builder& r, std::span<const Value> a) {
     return std::vector<Value>{r.compare(hlo::Cmp::LT, r.convert(a[0], DType::S32), r.convert(a[1], DType::S32))};
   });
-  return b.slice(sorted[1], {0}, {count}, {1});
+  return sorted[1];
+}
+
+Value compactTrue(Builder& b, Value pred, Value payload, int64_t count) {
+  return b.slice(trueFirst(b, pred, payload), {0}, {count}, {1});
+}
+
+// Row-major coordinates [m, rank] of the flat indices `lin` [m] in `shape`.
+Value coordinates(Builder& b, Value lin, const hlo::Shape& shape) {
+  int64_t m = lin.shape()[0], rank = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> strides(rank);
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  std::vector<Value> coords;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value c = b.div(lin, b.scalarLike(lin, static_cast<double>(strides[d])));
+    if (d > 0) c = b.binary("remainder", c, b.scalarLike(c, static_cast<double>(shape[d])));
+    coords.push_back(b.reshape(c, {m, 1}));
+  }
+  return b.concatenate(coords, 1);
 }
 
 Value isNonzero(Builder& b, Value x) {
@@ -224,22 +246,34 @@ Value countNonzero(Builder& b, Value x) {
 }
 
 Value nonzero(Builder& b, Value x, int64_t count) {
-  int64_t n = x.type.numel(), rank = x.rank();
+  int64_t n = x.type.numel();
   Value flat = b.reshape(isNonzero(b, x), {n});
-  Value lin = compactTrue(b, flat, b.iota(hlo::Type{DType::S64, {n}}, 0), count);
-  std::vector<Value> coords;
-  int64_t stride = 1;
-  std::vector<int64_t> strides(rank);
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    strides[d] = stride;
-    stride *= x.shape()[d];
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    Value c = b.div(lin, b.scalarLike(lin, static_cast<double>(strides[d])));
-    if (d > 0) c = b.binary("remainder", c, b.scalarLike(c, static_cast<double>(x.shape()[d])));
-    coords.push_back(b.reshape(c, {count, 1}));
-  }
-  return b.concatenate(coords, 1);
+  return coordinates(b, compactTrue(b, flat, b.iota(hlo::Type{DType::S64, {n}}, 0), count), x.shape());
+}
+
+Value nonzeroStatic(Builder& b, Value x, int64_t size, Value fill) {
+  int64_t n = x.type.numel();
+  Value flat = b.reshape(isNonzero(b, x), {n});
+  Value lin = trueFirst(b, flat, b.iota(hlo::Type{DType::S64, {n}}, 0));
+  lin = size <= n ? b.slice(lin, {0}, {size}, {1}) : b.pad(lin, b.constantInt(DType::S64, 0), {0}, {size - n}, {0});
+  Value coords = coordinates(b, lin, x.shape());
+  hlo::Shape shape = coords.shape();
+  Value row = b.iota(hlo::Type{DType::S64, shape}, 0);
+  Value valid = b.compare(hlo::Cmp::LT, row, b.broadcast(countNonzero(b, x), shape));
+  return b.select(valid, coords, b.broadcast(b.convert(fill, DType::S64), shape));
+}
+
+Value maskedScatter(Builder& b, Value self, Value mask, Value source) {
+  int64_t n = self.type.numel(), s = source.type.numel();
+  Value flat = b.reshape(self, {n});
+  Value pred = b.reshape(isNonzero(b, mask), {n});
+  hlo::Type idx{DType::S64, {n}};
+  Value pos = trueFirst(b, pred, b.iota(idx, 0));  // true positions first, in order
+  Value k = b.iota(idx, 0);
+  Value src = indexSelect(b, b.reshape(source, {s}), b.min(k, b.full(idx, static_cast<double>(s - 1))), 0);
+  Value keep = indexSelect(b, flat, pos, 0);
+  Value upd = b.select(b.compare(hlo::Cmp::LT, k, b.broadcast(countNonzero(b, mask), {n})), src, keep);
+  return b.reshape(indexScatter(b, flat, pos, upd, 0, Reduce::Replace), self.shape());
 }
 
 Value maskedSelect(Builder& b, Value x, Value mask, int64_t count) {

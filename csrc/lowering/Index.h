@@ -46,6 +46,11 @@ Value advancedIndexPut(Builder& b, Value self, std::span<const Value> indices, c
 Value countNonzero(Builder& b, Value x);
 // Coordinates [count, rank] (S64) of the nonzero elements of x in row-major order.
 Value nonzero(Builder& b, Value x, int64_t count);
+// nonzero_static: the first `size` coordinates; rows past the count hold `fill` (scalar).
+Value nonzeroStatic(Builder& b, Value x, int64_t size, Value fill);
+// self with its mask positions (mask has self's shape), in order, replaced by
+// the leading elements of source (flattened); needs no count on the host.
+Value maskedScatter(Builder& b, Value self, Value mask, Value source);
 // The elements of x (flattened) where mask (same shape) is nonzero, in order.
 Value maskedSelect(Builder& b, Value x, Value mask, int64_t count);
 // Gradient of an embedding: rows of grad [n, D] summed into [numWeights, D] at
