@@ -3,6 +3,7 @@
 `import torch` loads this package through the `torch.backends` entry point, so
 `torch.randn(3, device="tpu")` works without importing it explicitly.
 """
+import atexit
 import warnings
 
 import torch
@@ -25,6 +26,9 @@ def _register() -> None:
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    # Autograd's tpu device threads must finish starting before the interpreter
+    # finalizes (see _settle_autograd_threads).
+    atexit.register(_C._settle_autograd_threads)
     _registered = True
 
 
@@ -32,8 +36,10 @@ def _autoload() -> None:
     """Entry point run inside `import torch`: must never raise."""
     try:
         _register()
-    except Exception as exc:  # pragma: no cover - depends on the install
+    except Exception as exc:  # a broken install must not break `import torch`
         warnings.warn(f"torch_tpu could not register device 'tpu': {exc}", RuntimeWarning)
 
 
-_register()
+# Importing this module happens inside `import torch` (the entry point), so it
+# must not raise either.
+_autoload()

@@ -3,10 +3,27 @@
 #include "csrc/runtime/Executor.h"
 #include "csrc/runtime/Runtime.h"
 
+#include <pthread.h>
+
+#include <atomic>
+#include <cstring>
+
 namespace tpu::aten {
 namespace {
 thread_local int tCurrentDevice = 0;
+std::atomic<int> gAutogradThreads{0};
+
+void noteAutogradThread() {
+  thread_local bool seen = false;
+  if (seen) return;
+  seen = true;
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof name);
+  if (std::strncmp(name, "pt_autograd", 11) == 0) ++gAutogradThreads;
 }
+}  // namespace
+
+int startedAutogradThreads() { return gAutogradThreads.load(); }
 
 int currentDevice() { return tCurrentDevice; }
 
@@ -32,6 +49,7 @@ c10::Device GuardImpl::getDevice() const {
 }
 
 void GuardImpl::setDevice(c10::Device d) const {
+  noteAutogradThread();
   if (d.index() >= 0) setCurrentDevice(d.index());
 }
 

@@ -9,6 +9,9 @@ int currentDevice();
 void setCurrentDevice(int device);
 // Number of devices of the started runtime; 0 when no plugin can start.
 int deviceCount() noexcept;
+// Autograd device threads that have finished starting (they select their
+// device through the guard right after their start-up GIL hand-off).
+int startedAutogradThreads();
 
 struct GuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }

@@ -2,6 +2,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
+#include <chrono>
+#include <thread>
 #include <torch/csrc/utils/pybind.h>
 
 #include "csrc/aten/DeviceAllocator.h"
@@ -92,5 +94,16 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });
+  // Called at exit. Autograd starts one device thread per tpu device at the
+  // first backward; each takes the GIL once while starting. A thread still
+  // waiting for it when the interpreter finalizes is killed inside a noexcept
+  // frame (std::terminate), so let every started thread finish starting first.
+  m.def("_settle_autograd_threads", [] {
+    if (aten::startedAutogradThreads() == 0) return;
+    int expected = aten::deviceCount();
+    py::gil_scoped_release release;
+    for (int waited = 0; aten::startedAutogradThreads() < expected && waited < 2000; ++waited)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
 }
