@@ -92,7 +92,7 @@ Value activationGrad(Builder& b, ActivationGrad op, Value g, Value x, std::span<
     }
     case ActivationGrad::Hardswish: {
       Value mid = b.mul(g, b.add(b.div(x, k(b, x, 3)), k(b, x, 0.5)));
-      return b.select(lt(b, x, k(b, x, -3)), zero, b.select(le(b, x, k(b, x, 3)), mid, g));
+      return b.select(le(b, x, k(b, x, -3)), zero, b.select(lt(b, x, k(b, x, 3)), mid, g));
     }
     case ActivationGrad::LogSigmoid: {
       Value negative = lt(b, x, zero);
