@@ -189,7 +189,7 @@ std::tuple<at::Tensor&, at::Tensor&> logSigmoidForwardOut(const at::Tensor& self
 }
 std::tuple<at::Tensor, at::Tensor> logSigmoidForward(const at::Tensor& self) {
   at::Tensor output = Act<Activation::LogSigmoid>::functional("log_sigmoid_forward", Types::Float, self, {});
-  return {output, at::zeros_like(self)};
+  return {output, at::empty_like(self)};
 }
 
 // ---- backward ops ----------------------------------------------------------
