@@ -96,6 +96,11 @@ def _generator(device: _DeviceLike = None) -> torch.Generator:
     return _C._default_generator(_index(device))
 
 
+def _is_in_bad_fork() -> bool:
+    """torch.manual_seed seeds tpu only when the device module has this (and manual_seed_all)."""
+    return False
+
+
 def manual_seed(seed: int) -> None:
     _generator().manual_seed(int(seed))
 
