@@ -151,8 +151,16 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
 
   std::vector<PJRT_Buffer*> args;
   args.reserve(entry->params.size());
-  for (int32_t p : entry->params)
-    args.push_back(p >= 0 ? storages[p]->buffer->raw() : operandBuffer(call.operands[-(p + 1)], device));
+  thread_local std::vector<std::shared_ptr<pjrt::Buffer>> operandBuffers;
+  operandBuffers.clear();
+  for (int32_t p : entry->params) {
+    if (p >= 0) {
+      args.push_back(storages[p]->buffer->raw());
+    } else {
+      operandBuffers.push_back(operandBuffer(call.operands[-(p + 1)], device));
+      args.push_back(operandBuffers.back()->raw());
+    }
+  }
   Runtime& rt = Runtime::get();
   std::vector<std::unique_ptr<pjrt::Buffer>> results =
       entry->exe->execute(args, rt.client().devices().at(device));
@@ -261,7 +269,7 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
   return entry;
 }
 
-PJRT_Buffer* Executor::operandBuffer(const HostOperand& o, int device) {
+std::shared_ptr<pjrt::Buffer> Executor::operandBuffer(const HostOperand& o, int device) {
   // Operands repeat (alpha=1, eps, the same learning rate): keep their buffers.
   thread_local std::vector<int64_t> key;
   unsigned char bytes[16] = {};
@@ -271,16 +279,20 @@ PJRT_Buffer* Executor::operandBuffer(const HostOperand& o, int device) {
   int64_t raw[2] = {0, 0};
   std::memcpy(raw, bytes, 16);
   key.assign({static_cast<int64_t>(o.dtype), o.count, raw[0], raw[1], device});
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = operandCache_.find(key);
-  if (it != operandCache_.end()) return it->second->raw();
-  if (operandCache_.size() > 4096) operandCache_.clear();
   std::vector<int64_t> dims;
   if (o.count) dims.push_back(o.count);
-  auto buf = Runtime::get().client().bufferFromHost(bytes, toElementType(o.dtype), dims, device);
-  PJRT_Buffer* rawBuf = buf->raw();
-  operandCache_.emplace(key, std::shared_ptr<pjrt::Buffer>(std::move(buf)));
-  return rawBuf;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (o.count == 0) {
+    auto it = operandCache_.find(key);
+    if (it != operandCache_.end()) return it->second;
+  }
+  if (operandCache_.size() > 4096) operandCache_.clear();
+  std::shared_ptr<pjrt::Buffer> buf =
+      Runtime::get().client().bufferFromHost(bytes, toElementType(o.dtype), dims, device);
+  // Scalars repeat (alpha, eps, a learning rate) and stay cached; arrays (RNG
+  // seed and offset) change every call and live only as long as the call.
+  if (o.count == 0) operandCache_.emplace(key, buf);
+  return buf;
 }
 
 void Executor::synchronize() {

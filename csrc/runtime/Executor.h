@@ -50,7 +50,7 @@ class Executor {
   };
   std::shared_ptr<Entry> compile(const OpCall& call, FunctionRef<BuildFn> build,
                                  const std::vector<DeviceStorage*>& storages);
-  PJRT_Buffer* operandBuffer(const HostOperand& op, int device);
+  std::shared_ptr<pjrt::Buffer> operandBuffer(const HostOperand& op, int device);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
