@@ -512,23 +512,6 @@ struct Scan {
   }
 };
 
-// ---- sgn (pointwise; autograd's abs/norm backward needs it) ---------------------
-
-at::Tensor& sgnOut(const at::Tensor& self, at::Tensor& out) {
-  Arg x = Arg::of(self);
-  if (!out.is_same(self)) prepareOut("sgn", out, self.sizes(), self.scalar_type());
-  runPointwise(TPU_OP("sgn"), {&x}, out, opmathType(self.scalar_type()),
-               [](hlo::Builder& b, std::vector<hlo::Value>& v) {
-                 return lowering::unary(b, lowering::Unary::Sign, v[0]);
-               });
-  return out;
-}
-at::Tensor sgn(const at::Tensor& self) {
-  at::Tensor out = at::empty(self.sizes(), self.options());
-  return sgnOut(self, out);
-}
-at::Tensor& sgnInplace(at::Tensor& self) { return sgnOut(self, self); }
-
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -606,10 +589,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cumprod", &Scan<ReduceOp::Prod>::functional);
   m.impl("cumprod_", &Scan<ReduceOp::Prod>::inplace);
   m.impl("cumprod.out", &Scan<ReduceOp::Prod>::out);
-
-  m.impl("sgn", sgn);
-  m.impl("sgn_", sgnInplace);
-  m.impl("sgn.out", sgnOut);
 }
 
 }  // namespace tpu::aten
