@@ -198,6 +198,7 @@ def test_out_variants(mode):
     v, i = torch.empty(0, device="tpu"), torch.empty(0, device="tpu", dtype=torch.int64)
     torch.max(t, 1, out=(v, i))
     assert_close((v, i), tuple(x.max(1)))
+    v, i = torch.empty(0, device="tpu"), torch.empty(0, device="tpu", dtype=torch.int64)
     torch.min(t, 0, keepdim=True, out=(v, i))
     assert_close((v, i), tuple(x.min(0, keepdim=True)))
     with pytest.raises(RuntimeError, match="dtype"):
