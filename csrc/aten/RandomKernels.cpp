@@ -87,9 +87,8 @@ at::Tensor& uniform(at::Tensor& self, double from, double to, Gen gen) {
   return self;
 }
 
-at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
-  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
-  checkFloating("normal_kernel_cpu", self);
+// mean + std * z for standard normal z; exp() of it for log_normal_.
+at::Tensor& drawNormal(at::Tensor& self, double mean, double std, Gen gen, bool logNormal) {
   int64_t n = self.numel();
   if (n == 0) return self;
   auto draw = drawType(self.scalar_type());
@@ -98,31 +97,26 @@ at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
       .scalar(mean, draw)
       .scalar(std, draw)
       .operand(rngState(gen, self, lowering::normalWords(n, isDouble(draw))))
+      .attr(logNormal)
       .out(self)
       .run([&](hlo::Builder& b, Values, Values ops) {
         Value z = lowering::normal(b, ops[2], n, drawH);
-        return ValueList{b.add(b.mul(z, b.broadcast(ops[1], {n})), b.broadcast(ops[0], {n}))};
+        Value v = b.add(b.mul(z, b.broadcast(ops[1], {n})), b.broadcast(ops[0], {n}));
+        return ValueList{logNormal ? b.unary("exponential", v) : v};
       });
   return self;
+}
+
+at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  checkFloating("normal_kernel_cpu", self);
+  return drawNormal(self, mean, std, gen, false);
 }
 
 at::Tensor& logNormal(at::Tensor& self, double mean, double std, Gen gen) {
   TORCH_CHECK(std > 0.0, "log_normal_ expects std > 0.0, but found std=", std);
   checkFloating("log_normal_cpu", self);
-  int64_t n = self.numel();
-  if (n == 0) return self;
-  auto draw = drawType(self.scalar_type());
-  DType drawH = toHlo(draw);
-  TPU_OP("aten::log_normal_")
-      .scalar(mean, draw)
-      .scalar(std, draw)
-      .operand(rngState(gen, self, lowering::normalWords(n, isDouble(draw))))
-      .out(self)
-      .run([&](hlo::Builder& b, Values, Values ops) {
-        Value z = lowering::normal(b, ops[2], n, drawH);
-        return ValueList{b.unary("exponential", b.add(b.mul(z, b.broadcast(ops[1], {n})), b.broadcast(ops[0], {n})))};
-      });
-  return self;
+  return drawNormal(self, mean, std, gen, true);
 }
 
 // Distributions that transform one uniform draw u in [0, 1) with two parameters.

@@ -8,11 +8,7 @@ Buffer::~Buffer() {
   // PJRT frees the memory once in-flight programs that use it have finished.
   auto args = TPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
   args.buffer = buf_;
-  if (PJRT_Error* err = api_->PJRT_Buffer_Destroy(&args)) {
-    auto d = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
-    d.error = err;
-    api_->PJRT_Error_Destroy(&d);
-  }
+  ignore(api_, api_->PJRT_Buffer_Destroy(&args));
 }
 
 std::vector<int64_t> Buffer::dims() const {

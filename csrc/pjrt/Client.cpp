@@ -29,11 +29,7 @@ Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
 Client::~Client() {
   auto args = TPU_PJRT_ARGS(PJRT_Client_Destroy_Args);
   args.client = client_;
-  if (PJRT_Error* e = api()->PJRT_Client_Destroy(&args)) {
-    auto d = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
-    d.error = e;
-    api()->PJRT_Error_Destroy(&d);
-  }
+  ignore(api(), api()->PJRT_Client_Destroy(&args));
 }
 
 std::string Client::deviceKind(size_t index) const {

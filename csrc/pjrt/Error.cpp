@@ -15,10 +15,15 @@ void check(const PJRT_Api* api, PJRT_Error* err, const char* what) {
     PJRT_Error* codeErr = api->PJRT_Error_GetCode(&codeArgs);
     if (!codeErr) code = codeArgs.code;
   }
-  auto destroy = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
-  destroy.error = err;
-  api->PJRT_Error_Destroy(&destroy);
+  ignore(api, err);
   throw PjrtError(std::string(what) + ": " + msg, code);
+}
+
+void ignore(const PJRT_Api* api, PJRT_Error* err) noexcept {
+  if (!err) return;
+  auto d = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
+  d.error = err;
+  api->PJRT_Error_Destroy(&d);
 }
 
 }  // namespace tpu::pjrt

@@ -17,6 +17,8 @@ class PjrtError : public std::runtime_error {
 
 // Raises PjrtError when `err` is non-null; always destroys it.
 void check(const PJRT_Api* api, PJRT_Error* err, const char* what);
+// Destroys `err` (if any) without raising: for destructors.
+void ignore(const PJRT_Api* api, PJRT_Error* err) noexcept;
 
 // Zero-initialised PJRT argument struct with its struct_size filled in.
 template <class Args>

@@ -19,19 +19,11 @@ Executable::~Executable() {
   if (unloaded_) {
     auto d = TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args);
     d.executable = unloaded_;
-    if (PJRT_Error* e = api_->PJRT_Executable_Destroy(&d)) {
-      auto ed = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
-      ed.error = e;
-      api_->PJRT_Error_Destroy(&ed);
-    }
+    ignore(api_, api_->PJRT_Executable_Destroy(&d));
   }
   auto d = TPU_PJRT_ARGS(PJRT_LoadedExecutable_Destroy_Args);
   d.executable = exe_;
-  if (PJRT_Error* e = api_->PJRT_LoadedExecutable_Destroy(&d)) {
-    auto ed = TPU_PJRT_ARGS(PJRT_Error_Destroy_Args);
-    ed.error = e;
-    api_->PJRT_Error_Destroy(&ed);
-  }
+  ignore(api_, api_->PJRT_LoadedExecutable_Destroy(&d));
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<PJRT_Buffer*>& args,
