@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "Guard.h"
+#include "csrc/runtime/Executor.h"
 
 namespace tpu::aten {
 namespace {
@@ -34,6 +35,7 @@ void updateStats(int device, int64_t bytes, int64_t count) {
 
 void deleteStorage(void* ctx) {
   auto* storage = static_cast<runtime::DeviceStorage*>(ctx);
+  if (storage->inGraph) runtime::Executor::get().forget(storage);  // dead: never materialised
   updateStats(storage->device, -static_cast<int64_t>(storage->nbytes), -1);
   delete storage;
 }

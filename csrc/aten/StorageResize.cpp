@@ -13,7 +13,7 @@ void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
   auto* resized = static_cast<runtime::DeviceStorage*>(fresh.get_context());
   resized->device = old->device;
   int64_t kept = static_cast<int64_t>(std::min(old->nbytes, nbytes));
-  if (old->buffer && kept > 0) {
+  if ((old->buffer || old->inGraph) && kept > 0) {
     runtime::OpCall call;
     call.name = "tpu::resize_storage";
     static const int64_t id = runtime::newOpId();

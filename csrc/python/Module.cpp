@@ -93,6 +93,20 @@ PYBIND11_MODULE(_C, m) {
     d["cached_executables"] = runtime::Executor::get().cacheSize();
     return d;
   });
+  m.def("_set_fused", [](bool fused) {
+    py::gil_scoped_release release;
+    runtime::Executor::get().setFused(fused);
+  });
+  m.def("_is_fused", [] { return runtime::Executor::get().fused(); });
+  m.def("_fused_stats", [] {
+    auto s = runtime::Executor::get().fusedStats();
+    py::dict d;
+    d["flushes"] = s.flushes;
+    d["fused_ops"] = s.fusedOps;
+    d["cache_hits"] = s.cacheHits;
+    d["compiles"] = s.compiles;
+    return d;
+  });
   m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });
   // Called at exit. Autograd starts one device thread per tpu device at the
   // first backward; each takes the GIL once while starting. A thread still

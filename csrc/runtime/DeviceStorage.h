@@ -16,6 +16,10 @@ struct DeviceStorage {
   // storage is first written (reads of never-written memory see zeros).
   std::shared_ptr<pjrt::Buffer> buffer;
   hlo::DType elem = hlo::DType::U8;
+  // Fused mode: the pending graph holds a value for this storage (its current
+  // content when `written`; `buffer` is stale until the graph is flushed).
+  bool inGraph = false;
+  bool written = false;
 
   int64_t elemCount() const { return static_cast<int64_t>(nbytes / hlo::byteWidth(elem)); }
 };

@@ -1,11 +1,13 @@
 #include "Executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <stdexcept>
 
+#include "OpTrace.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
 
@@ -96,6 +98,34 @@ int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
 
 int64_t newOpId() { return gNextOpId++; }
 
+Executor::Executor() {
+  const char* mode = std::getenv("TORCH_TPU_EAGER_MODE");
+  const char* defer = std::getenv("TORCH_TPU_DEFER_AND_FUSE");
+  fusedMode_ = (mode && std::strcmp(mode, "fused") == 0) || (defer && std::strcmp(defer, "1") == 0);
+  if (const char* maxOps = std::getenv("TORCH_TPU_FUSED_MAX_OPS")) fusedMaxOps_ = std::max(1, std::atoi(maxOps));
+}
+
+void Executor::setFused(bool fused) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.flush("mode change");
+  fusedMode_ = fused;
+}
+
+void Executor::flush(const char* reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.flush(reason);
+}
+
+FusedStats Executor::fusedStats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return fusedGraph_.stats();
+}
+
+void Executor::forget(DeviceStorage* storage) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.forget(storage);
+}
+
 Executor& Executor::get() {
   static Executor* executor = new Executor();  // outlives static destruction order
   return *executor;
@@ -110,6 +140,13 @@ size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexce
 }
 
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
+  if (fusedMode_) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fusedGraph_.record(call, build);
+    ++stats_.ops;
+    if (fusedGraph_.ops() >= fusedMaxOps_) fusedGraph_.flush("size bound");
+    return;
+  }
   // The signature: every fact the program depends on, as integers.
   thread_local std::vector<int64_t> key;
   thread_local std::vector<DeviceStorage*> storages;
@@ -157,7 +194,8 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     if (p >= 0) {
       args.push_back(storages[p]->buffer->raw());
     } else {
-      operandBuffers.push_back(operandBuffer(call.operands[-(p + 1)], device));
+      std::lock_guard<std::mutex> lock(mutex_);
+      operandBuffers.push_back(operandBufferLocked(call.operands[-(p + 1)], device));
       args.push_back(operandBuffers.back()->raw());
     }
   }
@@ -166,12 +204,11 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       entry->exe->execute(args, rt.client().devices().at(device));
   std::lock_guard<std::mutex> lock(mutex_);
   ++stats_.ops;
-  if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
   for (size_t r = 0; r < results.size(); ++r) {
     DeviceStorage* s = storages[entry->resultStorages[r]];
     s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
     s->elem = entry->resultElems[r];
-    inFlight_.push_back(s->buffer);
+    trackInFlightLocked(s->buffer);
   }
 }
 
@@ -179,74 +216,51 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
                                                    const std::vector<DeviceStorage*>& storages) {
   auto entry = std::make_shared<Entry>();
   hlo::Builder b;
-  // Same first-appearance numbering as the cache key.
-  std::vector<int32_t> inputStorage, outputStorage;
-  std::vector<DeviceStorage*> order;
-  for (const TensorArg& a : call.inputs) inputStorage.push_back(storageIndex(order, a.storage));
-  for (const TensorArg& a : call.outputs) outputStorage.push_back(storageIndex(order, a.storage));
-
-  // Each storage's current flat value; a storage read by no one stays unset.
-  std::vector<Value> flat(storages.size());
-  std::vector<bool> present(storages.size(), false), written(storages.size(), false);
-  auto load = [&](int32_t s, DType as) {
-    if (!present[s]) {
-      DeviceStorage* st = storages[s];
-      if (st->buffer) {
-        flat[s] = b.parameter(hlo::Type{st->elem, {st->elemCount()}});
-        entry->params.push_back(s);
-      } else {
-        // Never-written memory reads as zeros.
-        flat[s] = b.full(hlo::Type{as, {static_cast<int64_t>(st->nbytes / hlo::byteWidth(as))}}, 0);
+  // One module for one op: each storage read becomes a parameter (numbered
+  // like the cache key), each written storage a result.
+  struct StrictContext final : TraceContext {
+    Entry& entry;
+    const std::vector<DeviceStorage*>& storages;
+    std::vector<Value> flat;
+    std::vector<bool> present, written;
+    size_t operands = 0;
+    StrictContext(Entry& e, const std::vector<DeviceStorage*>& s)
+        : entry(e), storages(s), flat(s.size()), present(s.size(), false), written(s.size(), false) {}
+    int32_t index(DeviceStorage* s) const {
+      return static_cast<int32_t>(std::find(storages.begin(), storages.end(), s) - storages.begin());
+    }
+    Value storageValue(hlo::Builder& b, DeviceStorage* st, DType as) override {
+      int32_t s = index(st);
+      if (!present[s]) {
+        if (st->buffer) {
+          flat[s] = b.parameter(hlo::Type{st->elem, {st->elemCount()}});
+          entry.params.push_back(s);
+        } else {
+          flat[s] = b.full(hlo::Type{as, {static_cast<int64_t>(st->nbytes / hlo::byteWidth(as))}}, 0);
+        }
+        present[s] = true;
       }
-      present[s] = true;
+      return flat[s];
     }
-    if (storages[s]->nbytes % hlo::byteWidth(as) != 0)
-      throw std::runtime_error(std::string(call.name) + ": a storage of " + std::to_string(storages[s]->nbytes) +
-                               " bytes cannot be viewed as elements of " + std::to_string(hlo::byteWidth(as)) +
-                               " bytes on tpu");
-    return reinterpretFlat(b, flat[s], as);
-  };
-  std::vector<Value> inputs;
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    const ViewSpec& v = call.inputs[i].view;
-    inputs.push_back(readView(b, load(inputStorage[i], v.dtype), v));
-  }
-  std::vector<Value> operands;
-  for (size_t k = 0; k < call.operands.size(); ++k) {
-    const HostOperand& o = call.operands[k];
-    hlo::Shape shape;
-    if (o.count) shape.push_back(o.count);
-    operands.push_back(b.parameter(hlo::Type{o.dtype, shape}));
-    entry->params.push_back(-static_cast<int32_t>(k) - 1);
-  }
-  std::vector<Value> results = build(b, inputs, operands);
-  if (results.size() != call.outputs.size())
-    throw std::logic_error(std::string(call.name) + ": lowering returned " + std::to_string(results.size()) +
-                           " results for " + std::to_string(call.outputs.size()) + " outputs");
-  for (size_t j = 0; j < results.size(); ++j) {
-    const ViewSpec& v = call.outputs[j].view;
-    int32_t s = outputStorage[j];
-    Value r = b.convert(results[j], v.dtype);
-    if (r.shape() != v.sizes) {
-      if (r.type.numel() != v.numel())
-        throw std::logic_error(std::string(call.name) + ": lowering produced " + r.type.str() +
-                               " for an output of " + std::to_string(v.numel()) + " elements");
-      r = b.reshape(r, v.sizes);
+    void setStorageValue(DeviceStorage* st, Value v) override {
+      int32_t s = index(st);
+      flat[s] = v;
+      present[s] = written[s] = true;
     }
-    if (v.coversStorage(storages[s]->nbytes)) {
-      flat[s] = b.reshape(r, {v.numel()});
-      present[s] = true;
-    } else {
-      flat[s] = writeView(b, load(s, v.dtype), v, r);
+    Value operandValue(hlo::Builder& b, const HostOperand& o) override {
+      hlo::Shape shape;
+      if (o.count) shape.push_back(o.count);
+      entry.params.push_back(-static_cast<int32_t>(operands++) - 1);
+      return b.parameter(hlo::Type{o.dtype, shape});
     }
-    written[s] = true;
-  }
+  } ctx(*entry, storages);
+  traceOp(b, ctx, call, build);
   std::vector<Value> rets;
   for (size_t s = 0; s < storages.size(); ++s) {
-    if (!written[s]) continue;
-    rets.push_back(flat[s]);
+    if (!ctx.written[s]) continue;
+    rets.push_back(ctx.flat[s]);
     entry->resultStorages.push_back(static_cast<int32_t>(s));
-    entry->resultElems.push_back(flat[s].dtype());
+    entry->resultElems.push_back(ctx.flat[s].dtype());
   }
   b.ret(rets);
   std::string text = b.module();
@@ -269,7 +283,7 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
   return entry;
 }
 
-std::shared_ptr<pjrt::Buffer> Executor::operandBuffer(const HostOperand& o, int device) {
+std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o, int device) {
   // Operands repeat (alpha=1, eps, the same learning rate): keep their buffers.
   thread_local std::vector<int64_t> key;
   unsigned char bytes[16] = {};
@@ -281,7 +295,6 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBuffer(const HostOperand& o, int 
   key.assign({static_cast<int64_t>(o.dtype), o.count, raw[0], raw[1], device});
   std::vector<int64_t> dims;
   if (o.count) dims.push_back(o.count);
-  std::lock_guard<std::mutex> lock(mutex_);
   if (o.count == 0) {
     auto it = operandCache_.find(key);
     if (it != operandCache_.end()) return it->second;
@@ -295,10 +308,16 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBuffer(const HostOperand& o, int 
   return buf;
 }
 
+void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer) {
+  if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
+  inFlight_.push_back(buffer);
+}
+
 void Executor::synchronize() {
   std::vector<std::shared_ptr<pjrt::Buffer>> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    fusedGraph_.flush("synchronize");
     for (auto& w : inFlight_)
       if (auto p = w.lock()) pending.push_back(std::move(p));
     inFlight_.clear();
@@ -308,6 +327,10 @@ void Executor::synchronize() {
 
 void Executor::download(const DeviceStorage& storage, void* dst) {
   if (storage.nbytes == 0) return;
+  if (storage.inGraph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (storage.inGraph) fusedGraph_.flush("host read");
+  }
   if (!storage.buffer) {
     std::memset(dst, 0, storage.nbytes);
     return;
@@ -319,6 +342,7 @@ void Executor::download(const DeviceStorage& storage, void* dst) {
 }
 
 void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
+  if (storage.inGraph) forget(&storage);  // replaced whole: pending writes to it are moot
   int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
   storage.buffer = std::shared_ptr<pjrt::Buffer>(
       Runtime::get().client().bufferFromHost(bytes, toElementType(elem), {n}, storage.device));

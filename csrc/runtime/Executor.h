@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "FunctionRef.h"
+#include "FusedGraph.h"
 #include "OpCall.h"
 #include "csrc/pjrt/Executable.h"
 
@@ -28,6 +29,7 @@ int64_t newOpId();
 class Executor {
  public:
   static Executor& get();
+  Executor();
 
   // Runs `call` (compiling `build` on a cache miss) and updates its output storages.
   void run(const OpCall& call, FunctionRef<BuildFn> build);
@@ -37,6 +39,20 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+
+  // Fused mode: ops are deferred into one graph (see FusedGraph.h). Switching
+  // flushes pending work.
+  void setFused(bool fused);
+  bool fused() const { return fusedMode_; }
+  // Runs the pending fused graph, if any.
+  void flush(const char* reason);
+  FusedStats fusedStats() const;
+  // `storage` is being freed: a pending graph must not produce it.
+  void forget(DeviceStorage* storage);
+
+  // For FusedGraph, which runs with the executor lock held.
+  std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
+  void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer);
 
   ExecutorStats stats() const;
   void resetStats();
@@ -50,13 +66,15 @@ class Executor {
   };
   std::shared_ptr<Entry> compile(const OpCall& call, FunctionRef<BuildFn> build,
                                  const std::vector<DeviceStorage*>& storages);
-  std::shared_ptr<pjrt::Buffer> operandBuffer(const HostOperand& op, int device);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
   ExecutorStats stats_;
+  FusedGraph fusedGraph_;
+  bool fusedMode_ = false;
+  size_t fusedMaxOps_ = 4000;
 };
 
 }  // namespace tpu::runtime

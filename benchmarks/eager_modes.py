@@ -1,0 +1,116 @@
+"""Training steps per second in each eager mode, next to CPU PyTorch eager in the same run.
+
+Models: a 4-layer MLP and the GPT example in two sizes. Each row: median seconds per step (forward,
+backward, AdamW step, loss read back) after warm-up; the ratio column is Fused/Strict steps per second.
+Writes a PNG bar chart next to this script when matplotlib is installed.
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+from gpt import GPT, batches, load_text  # noqa: E402
+
+import torch_tpu  # noqa: E402
+
+MODES = ["strict", "fused"]
+
+
+def set_mode(mode):
+    if hasattr(torch_tpu, "set_eager_mode"):
+        torch_tpu.set_eager_mode(mode)
+    else:
+        torch_tpu._C._set_fused(mode == "fused")
+
+
+def mlp_case(device):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(*[m for _ in range(4) for m in (torch.nn.Linear(256, 256), torch.nn.ReLU())],
+                                torch.nn.Linear(256, 10)).to(device)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 256, generator=g).to(device)
+    y = torch.randint(0, 10, (64,), generator=g).to(device)
+    return model, lambda: torch.nn.functional.cross_entropy(model(x), y)
+
+
+def gpt_case(device, d_model, n_layers, seq, batch):
+    data, vocab = load_text()
+    torch.manual_seed(0)
+    model = GPT(vocab, d_model=d_model, n_layers=n_layers, max_len=seq).to(device)
+    x, y = next(batches(data, 1, batch, seq))
+    x, y = x.to(device), y.to(device)
+    return model, lambda: model(x, y)[1]
+
+
+CASES = {
+    "mlp 4x256": lambda d: mlp_case(d),
+    "gpt small (d128 L2 s64 b8)": lambda d: gpt_case(d, 128, 2, 64, 8),
+    "gpt large (d512 L4 s128 b8)": lambda d: gpt_case(d, 512, 4, 128, 8),
+}
+
+
+def seconds_per_step(case, device, warmup, steps):
+    model, loss_fn = case(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    times = []
+    for i in range(warmup + steps):
+        t0 = time.perf_counter()
+        loss = loss_fn()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        loss.item()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--png", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "eager_modes.png"))
+    args = parser.parse_args()
+    print(f"platform: {torch.tpu.get_device_name()}")
+    rows = []
+    for name in args.cases.split(","):
+        result = {"cpu eager": seconds_per_step(CASES[name], "cpu", args.warmup, args.steps)}
+        for mode in MODES:
+            set_mode(mode)
+            result[mode] = seconds_per_step(CASES[name], "tpu", args.warmup, args.steps)
+        set_mode("strict")
+        rows.append((name, result))
+    cols = ["cpu eager"] + MODES
+    header = f"{'model':<30}" + "".join(f"{c + ' steps/s':>18}" for c in cols) + f"{'fused/strict':>14}"
+    print(header)
+    print("-" * len(header))
+    for name, r in rows:
+        print(f"{name:<30}" + "".join(f"{1 / r[c]:>18.2f}" for c in cols) + f"{r['strict'] / r['fused']:>13.2f}x")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib not installed: no chart)")
+        return
+    fig, ax = plt.subplots(figsize=(9, 4))
+    width = 0.8 / len(cols)
+    for i, c in enumerate(cols):
+        ax.bar([k + i * width for k in range(len(rows))], [1 / r[c] for _, r in rows], width, label=c)
+    ax.set_xticks([k + width * (len(cols) - 1) / 2 for k in range(len(rows))], [n for n, _ in rows])
+    ax.set_ylabel("training steps / s")
+    ax.set_yscale("log")
+    ax.set_title(f"Eager modes on {torch.tpu.get_device_name()}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.png)
+    print(f"chart: {args.png}")
+
+
+if __name__ == "__main__":
+    main()

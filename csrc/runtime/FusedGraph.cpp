@@ -1,0 +1,164 @@
+#include "FusedGraph.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+
+#include "Executor.h"
+#include "Runtime.h"
+#include "csrc/pjrt/Error.h"
+
+namespace tpu::runtime {
+
+using hlo::Value;
+
+namespace {
+bool logFused() {
+  static const char* env = std::getenv("TORCH_TPU_LOG");
+  return env && (std::strstr(env, "fused") || std::strstr(env, "all"));
+}
+}  // namespace
+
+FusedGraph::FusedGraph() : b_(std::make_unique<hlo::Builder>()) {}
+
+void FusedGraph::reset() {
+  for (DeviceStorage* s : order_)
+    if (s) s->inGraph = s->written = false;
+  b_ = std::make_unique<hlo::Builder>();
+  values_.clear();
+  order_.clear();
+  params_.clear();
+  ops_ = 0;
+  firstOp_.clear();
+}
+
+void FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
+  if (ops_ == 0) {
+    firstOp_ = call.name;
+    if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
+  }
+  traceOp(*b_, *this, call, build);
+  ++ops_;
+  ++stats_.fusedOps;
+}
+
+Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) {
+  auto it = values_.find(s);
+  if (it != values_.end()) return it->second;
+  Value v;
+  if (s->buffer) {
+    v = b.parameter(hlo::Type{s->elem, {s->elemCount()}});
+    params_.push_back(Param{s->buffer});
+  } else {
+    v = b.full(hlo::Type{as, {static_cast<int64_t>(s->nbytes / hlo::byteWidth(as))}}, 0);
+  }
+  values_.emplace(s, v);
+  order_.push_back(s);
+  s->inGraph = true;
+  return v;
+}
+
+void FusedGraph::setStorageValue(DeviceStorage* s, Value flat) {
+  if (!s->inGraph) {
+    order_.push_back(s);
+    s->inGraph = true;
+  }
+  values_[s] = flat;
+  s->written = true;
+}
+
+Value FusedGraph::operandValue(hlo::Builder& b, const HostOperand& o) {
+  hlo::Shape shape;
+  if (o.count) shape.push_back(o.count);
+  Param p;
+  p.operand = o;
+  params_.push_back(p);
+  return b.parameter(hlo::Type{o.dtype, shape});
+}
+
+void FusedGraph::forget(DeviceStorage* s) {
+  if (!s->inGraph) return;
+  values_.erase(s);
+  for (DeviceStorage*& o : order_)
+    if (o == s) o = nullptr;
+  s->inGraph = s->written = false;
+}
+
+void FusedGraph::flush(const char* reason) {
+  if (ops_ == 0) {
+    reset();
+    return;
+  }
+  std::vector<DeviceStorage*> outputs;
+  std::vector<Value> rets;
+  for (DeviceStorage* s : order_) {
+    if (!s || !s->written) continue;
+    outputs.push_back(s);
+    rets.push_back(values_.at(s));
+  }
+  auto tText = std::chrono::steady_clock::now();
+  b_->ret(rets);
+  std::string text = b_->module();
+  auto it = cache_.find(text);
+  bool hit = it != cache_.end();
+  double seconds = 0;
+  std::shared_ptr<pjrt::Executable> exe;
+  if (hit) {
+    exe = it->second;
+    ++stats_.cacheHits;
+  } else {
+    auto t0 = std::chrono::steady_clock::now();
+    try {
+      exe = Runtime::get().client().compile(text, pjrt::CompileOptions{});
+    } catch (const pjrt::PjrtError& e) {
+      std::string first = firstOp_;
+      size_t n = ops_;
+      reset();
+      std::string msg = e.what();
+      if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
+      throw std::runtime_error("torch_tpu: XLA could not compile a fused graph of " + std::to_string(n) +
+                               " ops starting at " + first + ": " + msg +
+                               "\n(set TORCH_TPU_LOG=hlo to print the StableHLO module)");
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    cache_.emplace(std::move(text), exe);
+    ++stats_.compiles;
+  }
+  ++stats_.flushes;
+  auto msSince = [](auto t) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+  };
+  double textMs = msSince(tText) - seconds * 1e3;
+  std::vector<std::shared_ptr<pjrt::Buffer>> operandBuffers;
+  std::vector<PJRT_Buffer*> args;
+  for (const Param& p : params_) {
+    if (p.buffer) {
+      args.push_back(p.buffer->raw());
+    } else {
+      operandBuffers.push_back(Executor::get().operandBufferLocked(p.operand, device_));
+      args.push_back(operandBuffers.back()->raw());
+    }
+  }
+  std::vector<std::unique_ptr<pjrt::Buffer>> results;
+  try {
+    results = exe->execute(args, Runtime::get().client().devices().at(device_));
+  } catch (...) {
+    reset();
+    throw;
+  }
+  if (logFused()) {
+    for (auto& r : results) r->awaitReady();
+    std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops, " << outputs.size() << " outputs, cut by " << reason
+              << ", " << (hit ? "cache hit" : "compiled in " + std::to_string(seconds * 1e3) + " ms")
+              << ", module text " << textMs << " ms, run " << msSince(tText) - textMs - seconds * 1e3 << " ms\n";
+  }
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+    outputs[r]->elem = rets[r].dtype();
+    Executor::get().trackInFlightLocked(outputs[r]->buffer);
+  }
+  reset();
+}
+
+}  // namespace tpu::runtime

@@ -1,0 +1,60 @@
+#pragma once
+// Fused eager mode: ops are traced into one pending HLO function instead of
+// running one by one. Storages hold pending values; the graph is compiled (once
+// per structure) and run when a value is needed on the host, at a size bound,
+// on synchronize or on a mode change. Values of storages that died before the
+// flush are never materialised.
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "FunctionRef.h"
+#include "OpTrace.h"
+#include "csrc/pjrt/Executable.h"
+
+namespace tpu::runtime {
+
+struct FusedStats {
+  int64_t flushes = 0;
+  int64_t fusedOps = 0;
+  int64_t cacheHits = 0;
+  int64_t compiles = 0;
+};
+
+class FusedGraph final : public TraceContext {
+ public:
+  FusedGraph();
+  bool empty() const { return ops_ == 0 && order_.empty(); }
+  size_t ops() const { return ops_; }
+  void record(const OpCall& call, FunctionRef<BuildFn> build);
+  // Runs the pending graph and gives every live written storage its buffer.
+  // Callers hold the executor lock.
+  void flush(const char* reason);
+  // `s` is being freed (or fully replaced): the graph no longer produces it.
+  void forget(DeviceStorage* s);
+  const FusedStats& stats() const { return stats_; }
+
+  hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) override;
+  void setStorageValue(DeviceStorage* s, hlo::Value flat) override;
+  hlo::Value operandValue(hlo::Builder& b, const HostOperand& o) override;
+
+ private:
+  struct Param {
+    std::shared_ptr<pjrt::Buffer> buffer;  // a storage's buffer, kept alive until the flush
+    HostOperand operand{hlo::DType::F32};
+  };
+  void reset();
+
+  std::unique_ptr<hlo::Builder> b_;
+  std::unordered_map<DeviceStorage*, hlo::Value> values_;
+  std::vector<DeviceStorage*> order_;  // first-touch order (nullptr once forgotten): a stable module text
+  std::vector<Param> params_;
+  int device_ = 0;
+  size_t ops_ = 0;
+  std::string firstOp_;
+  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
+  FusedStats stats_;
+};
+
+}  // namespace tpu::runtime

@@ -1,0 +1,50 @@
+#include "OpTrace.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace tpu::runtime {
+
+using hlo::Value;
+
+namespace {
+
+Value flatAs(hlo::Builder& b, TraceContext& ctx, const OpCall& call, DeviceStorage* s, hlo::DType as) {
+  if (s->nbytes % hlo::byteWidth(as) != 0)
+    throw std::runtime_error(std::string(call.name) + ": a storage of " + std::to_string(s->nbytes) +
+                             " bytes cannot be viewed as elements of " + std::to_string(hlo::byteWidth(as)) +
+                             " bytes on tpu");
+  return reinterpretFlat(b, ctx.storageValue(b, s, as), as);
+}
+
+}  // namespace
+
+void traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build) {
+  // Every input is read before any output is written, as for a CPU kernel.
+  std::vector<Value> inputs;
+  inputs.reserve(call.inputs.size());
+  for (const TensorArg& a : call.inputs) inputs.push_back(readView(b, flatAs(b, ctx, call, a.storage, a.view.dtype), a.view));
+  std::vector<Value> operands;
+  operands.reserve(call.operands.size());
+  for (const HostOperand& o : call.operands) operands.push_back(ctx.operandValue(b, o));
+  std::vector<Value> results = build(b, inputs, operands);
+  if (results.size() != call.outputs.size())
+    throw std::logic_error(std::string(call.name) + ": lowering returned " + std::to_string(results.size()) +
+                           " results for " + std::to_string(call.outputs.size()) + " outputs");
+  for (size_t j = 0; j < results.size(); ++j) {
+    const TensorArg& out = call.outputs[j];
+    const ViewSpec& v = out.view;
+    Value r = b.convert(results[j], v.dtype);
+    if (r.shape() != v.sizes) {
+      if (r.type.numel() != v.numel())
+        throw std::logic_error(std::string(call.name) + ": lowering produced " + r.type.str() +
+                               " for an output of " + std::to_string(v.numel()) + " elements");
+      r = b.reshape(r, v.sizes);
+    }
+    // An output covering its whole storage replaces it without reading it.
+    if (v.coversStorage(out.storage->nbytes)) ctx.setStorageValue(out.storage, b.reshape(r, {v.numel()}));
+    else ctx.setStorageValue(out.storage, writeView(b, flatAs(b, ctx, call, out.storage, v.dtype), v, r));
+  }
+}
+
+}  // namespace tpu::runtime

@@ -1,0 +1,24 @@
+#pragma once
+// Tracing one OpCall into an HLO function: read its input views from the
+// storages' flat values, run its lowering, write its outputs back into the
+// storages' flat values. Strict mode traces one op per module; Fused mode
+// traces many ops into one module. Where flat values and operands come from
+// is the TraceContext's business.
+#include "FunctionRef.h"
+#include "OpCall.h"
+
+namespace tpu::runtime {
+
+class TraceContext {
+ public:
+  virtual ~TraceContext() = default;
+  // The storage's current flat value (1-D, any element type). `as` is the
+  // element type a never-written storage should be materialised in (zeros).
+  virtual hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) = 0;
+  virtual void setStorageValue(DeviceStorage* s, hlo::Value flat) = 0;
+  virtual hlo::Value operandValue(hlo::Builder& b, const HostOperand& o) = 0;
+};
+
+void traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build);
+
+}  // namespace tpu::runtime
