@@ -97,6 +97,7 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     runtime::Executor::get().setFused(fused);
   });
+  m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });
   m.def("_is_fused", [] { return runtime::Executor::get().fused(); });
   m.def("_fused_stats", [] {
     auto s = runtime::Executor::get().fusedStats();

@@ -121,6 +121,11 @@ FusedStats Executor::fusedStats() const {
   return fusedGraph_.stats();
 }
 
+void Executor::setFusedMaxOps(size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedMaxOps_ = std::max<size_t>(n, 1);
+}
+
 void Executor::forget(DeviceStorage* storage) {
   std::lock_guard<std::mutex> lock(mutex_);
   fusedGraph_.forget(storage);

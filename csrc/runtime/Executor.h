@@ -47,6 +47,7 @@ class Executor {
   // Runs the pending fused graph, if any.
   void flush(const char* reason);
   FusedStats fusedStats() const;
+  void setFusedMaxOps(size_t n);
   // `storage` is being freed: a pending graph must not produce it.
   void forget(DeviceStorage* storage);
 
@@ -74,7 +75,7 @@ class Executor {
   ExecutorStats stats_;
   FusedGraph fusedGraph_;
   bool fusedMode_ = false;
-  size_t fusedMaxOps_ = 4000;
+  size_t fusedMaxOps_ = 1000;  // XLA compile time grows fast beyond this
 };
 
 }  // namespace tpu::runtime
