@@ -636,8 +636,8 @@ CacheDirInfo CompileCache::inspect(const std::string& dir, bool verify) {
     int64_t mtime = f.mtimeNs / 1000000000;
     info.oldest = info.oldest ? std::min(info.oldest, mtime) : mtime;
     info.newest = std::max(info.newest, mtime);
-    ++groups["platform " + infoField(text, "platform") + " " + infoField(text, "platform_version") +
-             ", torch_tpu " + infoField(text, "torch_tpu")];
+    ++groups["platform " + infoField(text, "platform") + " (version " + infoField(text, "platform_version") +
+             "), torch_tpu " + infoField(text, "torch_tpu")];
   }
   info.groups.assign(groups.begin(), groups.end());
   return info;
@@ -768,6 +768,9 @@ const std::string& pluginIdentity(const pjrt::Client& client) {
        std::to_string(client.plugin().apiMajor()) + "." + std::to_string(client.plugin().apiMinor()) +
        "\ndevice_kind=" + kind + "\nplugin=" + pluginFingerprint(client.plugin().path());
   if (client.platformName() == "cpu") id += "\nhost_cpu=" + hostCpuFeatures();
+  // Flags the plugins read from the environment change what they compile.
+  for (const char* var : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
+    if (const char* v = std::getenv(var)) id += std::string("\n") + var + "=" + v;
   return id;
 }
 
