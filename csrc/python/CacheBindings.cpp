@@ -74,9 +74,13 @@ void registerCompileCacheBindings(py::module& m) {
     disk["lock_timeouts"] = s.lockTimeouts;
     disk["load_seconds"] = s.loadSeconds;
     if (scan && c.enabled()) {
-      py::dict info = dirInfo(c.config().dir, false);
-      disk["bytes"] = info["bytes"];
-      disk["entries"] = info["entries"];
+      std::pair<int64_t, int64_t> u;
+      {
+        py::gil_scoped_release release;
+        u = CompileCache::usage(c.config().dir);
+      }
+      disk["entries"] = u.first;
+      disk["bytes"] = u.second;
     } else {
       disk["bytes"] = 0;
       disk["entries"] = 0;

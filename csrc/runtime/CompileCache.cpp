@@ -281,16 +281,21 @@ void compileCacheWarning(const std::string& message) { std::cerr << "[torch_tpu]
 
 // --- the cache --------------------------------------------------------------
 
+// Held while compiling one key. The holder removes the lock file before it
+// lets go, so no lock files pile up; a waiter that then gets the removed file
+// notices (lockKey compares inodes) and starts over with the current one.
 class CompileCache::KeyLock {
  public:
-  explicit KeyLock(int fd) : fd_(fd) {}
+  KeyLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~KeyLock() {
+    ::unlink(path_.c_str());
     ::flock(fd_, LOCK_UN);
     ::close(fd_);
   }
 
  private:
   int fd_;
+  std::string path_;
 };
 
 CompileCache::CompileCache(CompileCacheConfig config) : config_(std::move(config)) {}
@@ -502,7 +507,7 @@ std::unique_ptr<CompileCache::KeyLock> CompileCache::lockKey(const CacheKey& key
         struct stat held, now;
         if (::fstat(fd, &held) == 0 && ::stat(path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
             held.st_dev == now.st_dev)
-          return std::make_unique<KeyLock>(fd);
+          return std::make_unique<KeyLock>(fd, path);
         break;  // reopen
       }
       if (errno == EINTR) continue;
@@ -620,7 +625,7 @@ CacheDirInfo CompileCache::inspect(const std::string& dir, bool verify) {
     CacheKey key = keyFromHex(f.name);
     std::string bytes, why, text;
     bool missing;
-    bool ok = readFile(dir + "/" + f.name, &bytes, &why, &missing, verify ? SIZE_MAX : 64 * 1024);
+    bool ok = readFile(dir + "/" + f.name, &bytes, &why, &missing, verify ? SIZE_MAX : kHeaderSize + 1024);
     if (ok && verify) {
       ok = decodeEntry(bytes, key, &why, &text).has_value();
     } else if (ok) {
@@ -641,6 +646,14 @@ CacheDirInfo CompileCache::inspect(const std::string& dir, bool verify) {
   }
   info.groups.assign(groups.begin(), groups.end());
   return info;
+}
+
+std::pair<int64_t, int64_t> CompileCache::usage(const std::string& dir) {
+  bool exists;
+  int64_t n = 0, bytes = 0;
+  for (const DirFile& f : listDir(dir, &exists))
+    if (isKeyFile(f.name, kEntrySuffix)) ++n, bytes += f.size;
+  return {n, bytes};
 }
 
 PruneResult CompileCache::prune(const std::string& dir, uint64_t maxBytes) {

@@ -12,8 +12,9 @@
 // Written to a temporary file in the same directory and renamed into place;
 // verified on every read. A truncated, garbled, foreign or unreadable entry is
 // a miss (recompiled, replaced, one warning line on stderr), never loaded.
-// A per-key lock file (<hex>.lock, flock) lets one process compile while the
-// others wait for its entry (up to a timeout, then they compile themselves).
+// A per-key lock file (<hex>.lock, flock; removed by its holder when done)
+// lets one process compile while the others wait for its entry (up to a
+// timeout, then they compile themselves).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "FunctionRef.h"
@@ -118,6 +120,8 @@ class CompileCache {
 
   // Any directory (the CLI works on one without starting a plugin).
   static CacheDirInfo inspect(const std::string& dir, bool verify);
+  // (entries, bytes) from the file names and sizes alone (opens nothing).
+  static std::pair<int64_t, int64_t> usage(const std::string& dir);
   // Removes least-recently-used entries (oldest mtime; a hit refreshes it)
   // until at most maxBytes remain; also stale temporary and orphan lock files.
   static PruneResult prune(const std::string& dir, uint64_t maxBytes);

@@ -319,6 +319,7 @@ TEST(CompileCache, RacingProducersCompileOnceAndLeaveOneValidEntry) {
   EXPECT_EQ(info.entries, 1);
   EXPECT_EQ(info.invalid, 0);
   EXPECT_EQ(info.tmpFiles, 0);
+  EXPECT_EQ(info.lockFiles, 0);  // removed by their holders
 }
 
 TEST(CompileCache, LockTimeoutCompilesAnyway) {
