@@ -433,6 +433,8 @@ bool CompileCache::store(const CacheKey& key, std::string_view info, std::string
     }
     return false;
   };
+  // No fsync: after a power loss a renamed entry may be incomplete, which the
+  // length and checksum checks turn into a miss.
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0) return fail("create", errno);
   if (!writeAll(fd, bytes)) {
