@@ -324,7 +324,7 @@ std::string CompileCache::entryPath(const CacheKey& key) const {
 void CompileCache::disableWrites(const std::string& why) {
   if (writable_.exchange(false))
     warn("the compile cache directory " + config_.dir + " is not usable for writing (" + why +
-                        "): compiled programs stay in memory only (existing entries are still read)");
+         "): compiled programs stay in memory only (existing entries are still read)");
 }
 
 bool CompileCache::ensureDirectory() {
@@ -428,8 +428,7 @@ bool CompileCache::store(const CacheKey& key, std::string_view info, std::string
         ++stats_.writeErrors;
       }
       if (e == ENOENT) dirReady_ = false;  // the directory was removed: recreate it next time
-      warn("could not write compile cache entry " + path + " (" + what + ": " + std::strerror(e) +
-                          ")");
+      warn("could not write compile cache entry " + path + " (" + what + ": " + std::strerror(e) + ")");
     }
     return false;
   };
@@ -531,7 +530,7 @@ std::unique_ptr<CompileCache::KeyLock> CompileCache::lockKey(const CacheKey& key
         char secs[32];
         std::snprintf(secs, sizeof secs, "%g", config_.lockTimeoutSeconds);
         warn("waited " + std::string(secs) + " s for " + path +
-                            " (another process compiling the same program): compiling here");
+             " (another process compiling the same program): compiling here");
         return nullptr;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(sleepUs));
