@@ -6,8 +6,6 @@
 import atexit
 import warnings
 
-import torch
-
 from . import _plugins
 
 __version__ = "0.1.0"
@@ -17,6 +15,12 @@ _registered = False
 
 def _register() -> None:
     global _registered
+    if _registered:
+        return
+    # When torch_tpu is imported before torch (`python -m torch_tpu.cache`), this
+    # import runs the entry point (_autoload) itself, which registers everything.
+    import torch
+
     if _registered:
         return
     from . import _C  # loads the extension: allocator, guard, hooks, kernels

@@ -194,3 +194,24 @@ def executor_stats() -> Dict[str, Any]:
 
 def reset_executor_stats() -> None:
     _C._reset_executor_stats()
+
+
+# --- compile cache --------------------------------------------------------
+
+def compile_cache_stats() -> Dict[str, Any]:
+    """Hits and misses of both compile cache tiers, compiles, and the directory's size.
+
+    `memory`: the in-process executable cache (hits, misses, entries). `disk`: the persistent
+    directory (TORCH_TPU_CACHE_DIR): hits, misses, writes, evictions, corrupt entries seen,
+    bytes and entries now on disk. `compiles` / `compile_seconds`: programs XLA compiled.
+    """
+    return _C._compile_cache_stats(True)
+
+
+def reset_compile_cache_stats() -> None:
+    _C._reset_compile_cache_stats()
+
+
+def clear_compile_cache(persistent: bool = False) -> None:
+    """Drops the in-memory executables; with persistent=True also every entry of the cache directory."""
+    _C._clear_compile_cache(bool(persistent))

@@ -15,6 +15,8 @@
 namespace py = pybind11;
 using namespace tpu;
 
+void registerCompileCacheBindings(py::module& m);  // CacheBindings.cpp
+
 namespace {
 
 py::dict statArray(const c10::CachingAllocator::StatArray& a) {
@@ -89,6 +91,7 @@ PYBIND11_MODULE(_C, m) {
     d["ops"] = s.ops;
     d["cache_hits"] = s.cacheHits;
     d["cache_misses"] = s.cacheMisses;
+    d["compiles"] = s.compiles;
     d["compile_seconds"] = s.compileSeconds;
     d["cached_executables"] = runtime::Executor::get().cacheSize();
     return d;
@@ -121,4 +124,5 @@ PYBIND11_MODULE(_C, m) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
+  registerCompileCacheBindings(m);
 }

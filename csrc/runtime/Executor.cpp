@@ -7,6 +7,7 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "CompileCache.h"
 #include "OpTrace.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
@@ -270,21 +271,26 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
   b.ret(rets);
   std::string text = b.module();
   if (logEnabled("hlo")) std::cerr << "[torch_tpu] compiling " << call.name << ":\n" << text;
-  auto t0 = std::chrono::steady_clock::now();
+  CompiledProgram program;
   try {
-    entry->exe = Runtime::get().client().compile(text, pjrt::CompileOptions{});
+    // The persistent tier (CompileCache.h): loads the executable or compiles it.
+    program = compileWithCache(Runtime::get().client(), text, pjrt::CompileOptions{}, call.name);
+    entry->exe = std::move(program.exe);
   } catch (const pjrt::PjrtError& e) {
     std::string msg = e.what();
     if (msg.size() > 2000) msg = msg.substr(0, 2000) + "...";
     throw std::runtime_error(std::string("torch_tpu: XLA could not compile ") + call.name + ": " + msg +
                              "\n(set TORCH_TPU_LOG=hlo to print the StableHLO module)");
   }
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  {
+  double secs = program.seconds;
+  if (program.compiled) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.compileSeconds += secs;
+    ++stats_.compiles;
   }
-  if (logEnabled("compile")) std::cerr << "[torch_tpu] compiled " << call.name << " in " << secs * 1e3 << " ms\n";
+  if (logEnabled("compile"))
+    std::cerr << "[torch_tpu] " << (program.compiled ? "compiled " : "loaded ") << call.name << " in " << secs * 1e3
+              << " ms\n";
   return entry;
 }
 

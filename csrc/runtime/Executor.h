@@ -19,8 +19,9 @@ namespace tpu::runtime {
 
 struct ExecutorStats {
   int64_t ops = 0;          // op calls executed
-  int64_t cacheHits = 0;
-  int64_t cacheMisses = 0;  // == programs compiled
+  int64_t cacheHits = 0;    // in-memory tier
+  int64_t cacheMisses = 0;  // in-memory misses: each is loaded from the compile cache directory or compiled
+  int64_t compiles = 0;     // programs compiled by XLA
   double compileSeconds = 0;
 };
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "CompileCache.h"
 #include "Executor.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
@@ -108,9 +109,11 @@ void FusedGraph::flush(const char* reason) {
     exe = it->second;
     ++stats_.cacheHits;
   } else {
-    auto t0 = std::chrono::steady_clock::now();
     try {
-      exe = Runtime::get().client().compile(text, pjrt::CompileOptions{});
+      CompiledProgram program = compileWithCache(Runtime::get().client(), text, pjrt::CompileOptions{},
+                                                 "fused graph");
+      exe = std::move(program.exe);
+      seconds = program.seconds;
     } catch (const pjrt::PjrtError& e) {
       std::string first = firstOp_;
       size_t n = ops_;
@@ -121,7 +124,6 @@ void FusedGraph::flush(const char* reason) {
                                " ops starting at " + first + ": " + msg +
                                "\n(set TORCH_TPU_LOG=hlo to print the StableHLO module)");
     }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     cache_.emplace(std::move(text), exe);
     ++stats_.compiles;
   }
