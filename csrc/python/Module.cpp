@@ -15,6 +15,10 @@
 namespace py = pybind11;
 using namespace tpu;
 
+namespace tpu::python {
+void initEagerModes(py::module& m);  // EagerModes.cpp
+}
+
 namespace {
 
 py::dict statArray(const c10::CachingAllocator::StatArray& a) {
@@ -106,4 +110,5 @@ PYBIND11_MODULE(_C, m) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
+  python::initEagerModes(m);
 }
