@@ -82,33 +82,54 @@ def test_switch_synchronizes_pending_errors():
         torch.tpu.synchronize()  # reported once
 
 
-def _mode_in_subprocess(env):
-    full = {k: v for k, v in os.environ.items()
-            if k not in ("TORCH_TPU_EAGER_MODE", "TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE")}
-    full.update(env)
-    code = "import warnings, torch, torch_tpu; print(torch_tpu.get_eager_mode())"
-    return subprocess.Popen([sys.executable, "-W", "always", "-c", code], env=full,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+ENV_CASES = [
+    ({}, "strict", None),
+    ({"TORCH_TPU_EAGER_MODE": "debug"}, "debug", None),
+    ({"TORCH_TPU_EAGER_MODE": "strict"}, "strict", None),
+    ({"TPU_LAUNCH_BLOCKING": "1"}, "debug", None),
+    ({"TPU_LAUNCH_BLOCKING": "0"}, "strict", None),
+    ({"TORCH_TPU_EAGER_MODE": "strict", "TPU_LAUNCH_BLOCKING": "1"}, "strict", None),
+    ({"TORCH_TPU_EAGER_MODE": "bogus"}, "strict", "unknown eager mode 'bogus'"),
+    ({"TORCH_TPU_EAGER_MODE": "fused"}, "strict", "not available yet"),
+    ({"TORCH_TPU_DEFER_AND_FUSE": "1"}, "strict", "not available yet"),
+]
+ENV_NAMES = ("TORCH_TPU_EAGER_MODE", "TPU_LAUNCH_BLOCKING", "TORCH_TPU_DEFER_AND_FUSE")
 
 
-def test_environment(mode):
-    cases = [
-        ({}, "strict", None),
-        ({"TORCH_TPU_EAGER_MODE": "debug"}, "debug", None),
-        ({"TORCH_TPU_EAGER_MODE": "strict"}, "strict", None),
-        ({"TPU_LAUNCH_BLOCKING": "1"}, "debug", None),
-        ({"TPU_LAUNCH_BLOCKING": "0"}, "strict", None),
-        ({"TORCH_TPU_EAGER_MODE": "strict", "TPU_LAUNCH_BLOCKING": "1"}, "strict", None),
-        ({"TORCH_TPU_EAGER_MODE": "bogus"}, "strict", "unknown eager mode 'bogus'"),
-        ({"TORCH_TPU_EAGER_MODE": "fused"}, "strict", "not available yet"),
-    ]
-    procs = [_mode_in_subprocess(env) for env, _, _ in cases]  # in parallel
-    for (env, expected, warning), p in zip(cases, procs):
-        out, err = p.communicate(timeout=120)
+@pytest.mark.parametrize("env,expected,warning", ENV_CASES)
+def test_environment(env, expected, warning, monkeypatch):
+    # What `import torch` runs (torch_tpu._register), applied to each environment.
+    for name in ENV_NAMES:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with torch_tpu.eager_mode("strict"):
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            torch_tpu._init_eager_mode_from_env()
+        try:
+            assert torch_tpu.get_eager_mode() == expected
+        finally:
+            torch_tpu.set_eager_mode("strict")
+    messages = [str(w.message) for w in record]
+    if warning:
+        assert any(warning in m and "'strict', 'debug'" in m for m in messages), messages
+    else:
+        assert not messages
+
+
+def test_environment_at_import():
+    procs = []
+    for env in ({"TORCH_TPU_EAGER_MODE": "debug"}, {"TPU_LAUNCH_BLOCKING": "1"}):
+        full = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+        full.update(env)
+        code = "import torch; x = torch.zeros(2, device='tpu'); import torch_tpu; print(torch_tpu.get_eager_mode())"
+        procs.append(subprocess.Popen([sys.executable, "-c", code], env=full, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
-        assert out.strip() == expected, (env, out, err)
-        if warning:
-            assert warning in err and "'strict', 'debug'" in err, (env, err)
+        assert out.strip() == "debug", err
 
 
 # ---- debug mode: non-finite values ------------------------------------------------------
@@ -345,3 +366,20 @@ def test_out_of_range_in_backward_of_embedding(mode):
     with pytest.raises(IndexError, match="aten::index_select"):
         F.embedding(T(torch.tensor([1, 4])), w).sum().backward()
         torch.tpu.synchronize()
+
+
+# ---- device failures ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m", ["strict", "debug"])
+def test_allocation_failure_names_op_and_bytes(m):
+    n = 2**50  # beyond any device (and the host's address space): fails at once
+    x = torch.empty(n, dtype=torch.uint8, device=DEV)  # no device memory until written
+    with torch_tpu.eager_mode(m):
+        with pytest.raises(torch.OutOfMemoryError, match=f"aten::fill_.*{n} bytes requested") as info:
+            line = next_line()
+            x.fill_(1)
+            torch.tpu.synchronize()
+        if m == "debug":
+            assert "aten::fill_.Scalar" in str(info.value) and f"{HERE}:{line}" in str(info.value)
+    del x

@@ -75,7 +75,7 @@ bool internal(const std::string& file) {
 // The innermost frame outside torch and torch_tpu on this thread, as
 // "file:line"; "" when the thread runs no Python (autograd's device threads).
 std::string userLocation() {
-  if (!Py_IsInitialized()) return "";
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return "";
   py::gil_scoped_acquire gil;
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
