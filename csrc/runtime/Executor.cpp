@@ -1,10 +1,10 @@
 #include "Executor.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <iostream>
 #include <limits>
 #include <stdexcept>
