@@ -17,14 +17,11 @@ from gpt import GPT, batches, load_text  # noqa: E402
 
 import torch_tpu  # noqa: E402
 
-MODES = ["strict", "fused"]
+MODES = ["strict", "fused", "debug"]
 
 
 def set_mode(mode):
-    if hasattr(torch_tpu, "set_eager_mode"):
-        torch_tpu.set_eager_mode(mode)
-    else:
-        torch_tpu._C._set_fused(mode == "fused")
+    torch_tpu.set_eager_mode(mode)
 
 
 def mlp_case(device):

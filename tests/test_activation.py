@@ -460,9 +460,13 @@ OPTIMIZERS = [
 def test_optimizer_matches_cpu(mode, name, make):
     expected = _optimizer_run(make, "cpu")
     actual = _optimizer_run(make, "tpu")
-    if name.startswith("sgd"):
+    if name.startswith("sgd") and mode != "fused":
         for a, e in zip(actual, expected):  # no sqrt involved: bit-exact
             assert torch.equal(a.cpu(), e)
+    elif name.startswith("sgd"):
+        # Fused graphs let XLA contract a*b+c into one FMA: a last-bit difference.
+        for a, e in zip(actual, expected):
+            torch.testing.assert_close(a.cpu(), e, rtol=1e-6, atol=1e-7)
     else:
         # Adam's sqrt: CPU's float32 sqrt is not always correctly rounded (XLA's is), so
         # a parameter may differ by an ulp; everything else (lerp_, addcmul_, addcdiv_) is exact.

@@ -14,10 +14,8 @@ from gpt import train  # noqa: E402
 
 @pytest.fixture
 def fused():
-    torch.tpu.synchronize()
-    torch_tpu._C._set_fused(True)
-    yield
-    torch_tpu._C._set_fused(False)
+    with torch_tpu.eager_mode("fused"):
+        yield
 
 
 def stats():
@@ -42,7 +40,7 @@ def test_synchronize_and_mode_change_flush(fused):
     torch.tpu.synchronize()
     assert stats()["flushes"] == before + 1
     x.mul_(3)
-    torch_tpu._C._set_fused(False)  # mode change flushes
+    torch_tpu.set_eager_mode("strict")  # mode change flushes
     assert stats()["flushes"] == before + 2
     assert_close(x, torch.full((4,), 6.0))
 
@@ -104,7 +102,7 @@ def test_second_step_compiles_nothing(fused):
 def test_rng_matches_strict_for_same_seed(fused):
     torch.tpu.manual_seed(3)
     a = torch.rand(5, device="tpu").cpu()
-    torch_tpu._C._set_fused(False)
+    torch_tpu.set_eager_mode("strict")
     torch.tpu.manual_seed(3)
     b = torch.rand(5, device="tpu").cpu()
     assert torch.equal(a, b)
@@ -112,7 +110,7 @@ def test_rng_matches_strict_for_same_seed(fused):
 
 def test_gpt_losses_match_strict_and_cpu(fused):
     fused_losses = train("tpu", steps=20)
-    torch_tpu._C._set_fused(False)
+    torch_tpu.set_eager_mode("strict")
     strict_losses = train("tpu", steps=20)
     cpu_losses = train("cpu", steps=20)
     assert fused_losses == pytest.approx(strict_losses, rel=1e-4)

@@ -4,6 +4,7 @@
 `torch.randn(3, device="tpu")` works without importing it explicitly.
 """
 import atexit
+import os
 import warnings
 
 from . import _plugins
@@ -30,10 +31,94 @@ def _register() -> None:
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    # Frames inside these packages are not "the user's line" in debug-mode errors.
+    _C._set_internal_dirs([os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep])
+    _init_eager_mode_from_env()
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)
     _registered = True
+
+
+# --- eager modes (DESIGN.md §4) ---------------------------------------------
+#
+# strict (default): ops launch asynchronously; errors found on the device (an
+#     out-of-range index) raise at the next synchronization (.cpu(), .item(),
+#     torch.tpu.synchronize()).
+# debug: waits after every op and checks it: non-finite outputs from finite
+#     inputs (TORCH_TPU_DEBUG_NONFINITE=raise|warn|off), out-of-range indices
+#     and device failures raise at the op, naming it and the Python line.
+# fused: ops are deferred into one graph, run when a value is needed on the
+#     host, on synchronize(), every 1000 ops, or on a mode change.
+
+
+def available_eager_modes() -> list:
+    """The eager modes this build implements."""
+    return list(_C._available_eager_modes())
+
+
+def _check_mode(mode) -> str:
+    if not isinstance(mode, str):
+        raise TypeError(f"torch_tpu: eager mode must be a str, got {type(mode).__name__}")
+    if mode not in available_eager_modes():
+        raise ValueError(
+            f"torch_tpu: unknown eager mode {mode!r}; available modes: "
+            + ", ".join(repr(m) for m in available_eager_modes()))
+    return mode
+
+
+def get_eager_mode() -> str:
+    """The current eager mode: 'strict', 'debug' or 'fused'."""
+    return _C._get_eager_mode()
+
+
+def set_eager_mode(mode: str) -> None:
+    """Selects the eager mode for the whole process ('strict', 'debug' or 'fused').
+
+    Work launched under the old mode is synchronized first, so its pending
+    errors are raised under the mode that launched it.
+    """
+    mode = _check_mode(mode)
+    if mode != get_eager_mode():
+        _C._synchronize()
+        _C._set_eager_mode(mode)
+
+
+class eager_mode:
+    """`with torch_tpu.eager_mode("debug"):` runs the block in `mode`, then
+    restores the previous mode (synchronizing at each switch). The name is
+    checked when the object is made."""
+
+    def __init__(self, mode: str):
+        self.mode = _check_mode(mode)
+        self.previous = []
+
+    def __enter__(self) -> str:
+        self.previous.append(get_eager_mode())
+        set_eager_mode(self.mode)
+        return self.mode
+
+    def __exit__(self, *exc) -> bool:
+        set_eager_mode(self.previous.pop())
+        return False
+
+
+def _init_eager_mode_from_env() -> None:
+    """TORCH_TPU_EAGER_MODE=strict|debug|fused; TPU_LAUNCH_BLOCKING=1 means debug,
+    TORCH_TPU_DEFER_AND_FUSE=1 fused."""
+    name = os.environ.get("TORCH_TPU_EAGER_MODE", "").strip().lower()
+    if not name and os.environ.get("TPU_LAUNCH_BLOCKING", "") not in ("", "0"):
+        name = "debug"
+    if not name and os.environ.get("TORCH_TPU_DEFER_AND_FUSE", "") not in ("", "0"):
+        name = "fused"
+    if not name:
+        return
+    try:
+        _check_mode(name)
+    except ValueError as exc:  # import torch must not raise: say so, run strict
+        warnings.warn(f"{exc}; using 'strict'", RuntimeWarning)
+        return
+    _C._set_eager_mode(name)
 
 
 def _autoload() -> None:

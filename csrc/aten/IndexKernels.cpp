@@ -3,8 +3,11 @@
 // _index_put_impl_), nonzero, masked_select and embedding_dense_backward.
 //
 // Negative indices wrap where PyTorch wraps them (advanced indexing,
-// index_fill). Bounds are not checked on the device yet: XLA clamps
-// out-of-range gather indices and drops out-of-range scatter updates.
+// index_fill). Out-of-range indices are never silent: each kernel also
+// returns an "any index out of range" flag computed in the same program
+// (Op::checksIndices); the runtime raises IndexError naming the op at the
+// next synchronization (at the op itself in debug mode). Like CUDA, strict
+// mode raises late; XLA's clamped result is never observable before that.
 // nonzero, masked_select and bool-mask indexing read one count from the
 // device (a sync), as their result shape depends on the data.
 #include <ATen/ATen.h>
@@ -138,10 +141,12 @@ std::vector<int64_t> indexSelectShape(const at::Tensor& self, int64_t& dim, cons
 
 void runIndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out) {
   if (out.numel() == 0) return;
-  TPU_OP("aten::index_select").in(self).in(index).attr(dim).out(out).run([dim](hlo::Builder& b, Values in, Values) {
-    hlo::Value idx = b.reshape(in[1], {in[1].type.numel()});
-    return ValueList{lowering::indexSelect(b, atLeast1d(b, in[0]), idx, dim)};
-  });
+  TPU_OP("aten::index_select").in(self).in(index).attr(dim).checksIndices().out(out).run(
+      [dim](hlo::Builder& b, Values in, Values) {
+        hlo::Value x = atLeast1d(b, in[0]);
+        hlo::Value idx = b.reshape(in[1], {in[1].type.numel()});
+        return ValueList{lowering::indexSelect(b, x, idx, dim), lowering::anyOutOfRange(b, idx, 0, x.shape()[dim])};
+      });
 }
 
 at::Tensor indexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
@@ -174,9 +179,11 @@ int64_t checkGather(const at::Tensor& self, int64_t dim, const at::Tensor& index
 
 void runGather(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out) {
   if (out.numel() == 0) return;
-  TPU_OP("aten::gather").in(self).in(index).attr(dim).out(out).run([dim](hlo::Builder& b, Values in, Values) {
-    return ValueList{lowering::gatherDim(b, atLeast1d(b, in[0]), atLeast1d(b, in[1]), dim)};
-  });
+  TPU_OP("aten::gather").in(self).in(index).attr(dim).checksIndices().out(out).run(
+      [dim](hlo::Builder& b, Values in, Values) {
+        hlo::Value x = atLeast1d(b, in[0]), idx = atLeast1d(b, in[1]);
+        return ValueList{lowering::gatherDim(b, x, idx, dim), lowering::anyOutOfRange(b, idx, 0, x.shape()[dim])};
+      });
 }
 
 at::Tensor gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool sparseGrad) {
@@ -246,7 +253,7 @@ void runScatter(const at::Tensor& self, int64_t dim, const at::Tensor& index, co
   else op.scalar(s.value, compute);
   op.attr(dim).attr(static_cast<int64_t>(s.reduce)).attr(s.includeSelf).attr(s.mean).attr(s.src != nullptr);
   bool hasSrc = s.src != nullptr;
-  op.out(out).run([&](hlo::Builder& b, Values in, Values ops) {
+  op.checksIndices().out(out).run([&](hlo::Builder& b, Values in, Values ops) {
     hlo::Value x = b.convert(atLeast1d(b, in[0]), t);
     hlo::Value idx = b.convert(atLeast1d(b, in[1]), hlo::DType::S64);
     hlo::Value upd = hasSrc ? b.convert(atLeast1d(b, in[2]), t) : b.broadcast(ops[0], idx.shape());
@@ -262,7 +269,7 @@ void runScatter(const at::Tensor& self, int64_t dim, const at::Tensor& index, co
       count = b.select(b.compare(hlo::Cmp::EQ, count, b.scalarLike(count, 0)), b.scalarLike(count, 1), count);
       r = lowering::binary(b, hlo::isFloat(t) ? lowering::Binary::Div : lowering::Binary::DivFloor, r, count);
     }
-    return ValueList{r};
+    return ValueList{r, lowering::anyOutOfRange(b, idx, 0, x.shape()[dim])};
   });
 }
 
@@ -397,6 +404,7 @@ void runIndexAdd(const T& self, int64_t dim, const T& index, const T& source, co
       .in(source)
       .scalar(alpha, compute)
       .attr(dim)
+      .checksIndices()
       .out(out)
       .run([&](hlo::Builder& b, Values in, Values s) {
         hlo::Value x = b.convert(atLeast1d(b, in[0]), t);
@@ -405,7 +413,8 @@ void runIndexAdd(const T& self, int64_t dim, const T& index, const T& source, co
         srcShape[dim] = idx.shape()[0];
         hlo::Value src = b.reshape(b.convert(in[2], t), srcShape);
         src = lowering::binary(b, lowering::Binary::Mul, src, b.broadcast(s[0], srcShape));
-        return ValueList{lowering::indexScatter(b, x, idx, src, dim, Reduce::Add)};
+        return ValueList{lowering::indexScatter(b, x, idx, src, dim, Reduce::Add),
+                         lowering::anyOutOfRange(b, idx, 0, x.shape()[dim])};
       });
 }
 
@@ -437,13 +446,15 @@ void runIndexFill(T& self, int64_t dim, const T& index, const Arg& value) {
   if (value.isTensor()) op.in(value.tensor);
   else op.scalar(value.scalar, self.scalar_type());
   int64_t size = self.dim() == 0 ? 1 : self.size(dim);
-  op.attr(dim).attr(value.isTensor()).out(self).run([&](hlo::Builder& b, Values in, Values s) {
+  op.attr(dim).attr(value.isTensor()).checksIndices().out(self).run([&](hlo::Builder& b, Values in, Values s) {
     hlo::Value x = atLeast1d(b, in[0]);
-    hlo::Value idx = lowering::wrapIndex(b, b.reshape(in[1], {in[1].type.numel()}), size);
+    hlo::Value raw = b.reshape(in[1], {in[1].type.numel()});
+    hlo::Value idx = lowering::wrapIndex(b, raw, size);
     hlo::Shape shape = x.shape();
     shape[dim] = idx.shape()[0];
     hlo::Value v = b.convert(value.isTensor() ? in[2] : s[0], x.dtype());
-    return ValueList{lowering::indexScatter(b, x, idx, b.broadcast(v, shape), dim, Reduce::Replace)};
+    return ValueList{lowering::indexScatter(b, x, idx, b.broadcast(v, shape), dim, Reduce::Replace),
+                     lowering::anyOutOfRange(b, raw, -size, size)};
   });
 }
 
@@ -499,16 +510,27 @@ IndexPlan planIndex(const T& self, const OptTensorList& list) {
   return plan;
 }
 
+// The wrapped indices in[1..] of x = in[0] into `idx`; returns the pred
+// "some index is outside [-size, size)".
+hlo::Value checkedIndices(hlo::Builder& b, Values in, const std::vector<int64_t>& dims, std::vector<hlo::Value>& idx) {
+  hlo::Value oob = b.constantInt(hlo::DType::Pred, 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t size = in[0].shape()[dims[i]];
+    idx.push_back(lowering::wrapIndex(b, in[1 + i], size));
+    oob = b.binary("or", oob, lowering::anyOutOfRange(b, in[1 + i], -size, size));
+  }
+  return oob;
+}
+
 void runIndex(const T& self, const IndexPlan& plan, const T& out) {
   if (out.numel() == 0) return;
   Op op = TPU_OP("aten::index.Tensor");
   op.in(self);
   for (const T& i : plan.indices) op.in(i);
-  op.attrs(plan.dims).out(out).run([&](hlo::Builder& b, Values in, Values) {
+  op.attrs(plan.dims).checksIndices().out(out).run([&](hlo::Builder& b, Values in, Values) {
     std::vector<hlo::Value> idx;
-    for (size_t i = 0; i < plan.dims.size(); ++i)
-      idx.push_back(lowering::wrapIndex(b, in[1 + i], in[0].shape()[plan.dims[i]]));
-    return ValueList{lowering::advancedIndex(b, in[0], idx, plan.dims)};
+    hlo::Value oob = checkedIndices(b, in, plan.dims, idx);
+    return ValueList{lowering::advancedIndex(b, in[0], idx, plan.dims), oob};
   });
 }
 
@@ -604,13 +626,14 @@ T& indexPutImpl(T& self, const OptTensorList& indices, const T& values, bool acc
   Op op = TPU_OP("aten::_index_put_impl_");
   op.in(self);
   for (const T& i : plan.indices) op.in(i);
-  op.in(vals.expand(plan.shape)).attrs(plan.dims).attr(accumulate).out(self).run([&](hlo::Builder& b, Values in, Values) {
-    std::vector<hlo::Value> idx;
-    size_t n = plan.dims.size();
-    for (size_t i = 0; i < n; ++i) idx.push_back(lowering::wrapIndex(b, in[1 + i], in[0].shape()[plan.dims[i]]));
-    return ValueList{lowering::advancedIndexPut(b, in[0], idx, plan.dims, in[1 + n],
-                                                accumulate ? Reduce::Add : Reduce::Replace)};
-  });
+  op.in(vals.expand(plan.shape)).attrs(plan.dims).attr(accumulate).checksIndices().out(self).run(
+      [&](hlo::Builder& b, Values in, Values) {
+        std::vector<hlo::Value> idx;
+        hlo::Value oob = checkedIndices(b, in, plan.dims, idx);
+        return ValueList{lowering::advancedIndexPut(b, in[0], idx, plan.dims, in[1 + plan.dims.size()],
+                                                    accumulate ? Reduce::Add : Reduce::Replace),
+                         oob};
+      });
   return self;
 }
 

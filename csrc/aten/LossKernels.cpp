@@ -1,9 +1,10 @@
 // nll_loss (1-D/2-D and the 2d spatial variant) and mse_loss, forward and
 // backward. cross_entropy decomposes into log_softmax + nll_loss.
 //
-// Target indices are not range-checked: that needs the target's values on the
-// host (a sync). An out-of-range target that is not ignore_index contributes
-// a zero loss and weight; device-side index checks are a separate concern.
+// Targets are range-checked on the device without a sync: the forward
+// program also returns "a target outside [0, C) that is not ignore_index"
+// (Op::checksIndices), raised as IndexError at the next synchronization, or
+// at the op in debug mode. The backward trusts the forward's check.
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/native/Resize.h>
@@ -60,21 +61,24 @@ std::vector<int64_t> nllOutShape(const at::Tensor& self, const at::Tensor& targe
 }
 
 void nllInto(const at::Tensor& self, const at::Tensor& target, const OptTensor& weight, int64_t reduction,
-             int64_t ignoreIndex, at::Tensor& output, at::Tensor& totalWeight) {
+             int64_t ignoreIndex, at::Tensor& output, at::Tensor& totalWeight, bool spatial) {
   at::native::resize_output(output, nllOutShape(self, target, reduction));
   at::native::resize_output(totalWeight, {});
   c10::ScalarType compute = opmathType(self.scalar_type());
   hlo::DType ct = toHlo(compute);
-  Op op = TPU_OP("nll_loss_forward");
-  op.in(self).in(target);
+  // The name is part of the program (the out-of-range flag's code): keyed by attr(spatial).
+  Op op = TPU_OP(spatial ? "aten::nll_loss2d_forward" : "aten::nll_loss_forward");
+  op.attr(spatial).in(self).in(target);
   if (has(weight)) op.in(*weight);
   op.scalar(ignoreIndex, c10::kLong).attr(reduction).attr(has(weight)).attr(static_cast<int64_t>(compute));
   if (output.numel() > 0) op.out(output);
-  op.out(totalWeight).run([&](hlo::Builder& b, Values in, Values ops) {
+  int64_t classes = self.dim() == 1 ? self.size(0) : self.size(1);
+  op.out(totalWeight).checksIndices().run([&](hlo::Builder& b, Values in, Values ops) {
     hlo::Value w;
     if (has(weight)) w = b.convert(in[2], ct);
     auto r = lowering::nllLoss(b, b.convert(in[0], ct), in[1], has(weight) ? &w : nullptr, reduction, ops[0]);
-    return output.numel() > 0 ? ValueList{r.loss, r.totalWeight} : ValueList{r.totalWeight};
+    hlo::Value oob = lowering::nllTargetOutOfRange(b, in[1], classes, ops[0]);
+    return output.numel() > 0 ? ValueList{r.loss, r.totalWeight, oob} : ValueList{r.totalWeight, oob};
   });
 }
 
@@ -88,7 +92,7 @@ struct Nll {
                                                     c10::SymInt ignoreIndex) {
     check(self, target, weight, reduction);
     at::Tensor out = at::empty({0}, self.options()), total = at::empty({}, self.options());
-    nllInto(self, target, weight, reduction, ignoreIndex.expect_int(), out, total);
+    nllInto(self, target, weight, reduction, ignoreIndex.expect_int(), out, total, Spatial);
     return {out, total};
   }
   static std::tuple<at::Tensor&, at::Tensor&> forwardOut(const at::Tensor& self, const at::Tensor& target,
@@ -96,7 +100,7 @@ struct Nll {
                                                          c10::SymInt ignoreIndex, at::Tensor& out,
                                                          at::Tensor& total) {
     check(self, target, weight, reduction);
-    nllInto(self, target, weight, reduction, ignoreIndex.expect_int(), out, total);
+    nllInto(self, target, weight, reduction, ignoreIndex.expect_int(), out, total, Spatial);
     return {out, total};
   }
 
@@ -116,7 +120,7 @@ struct Nll {
     if (gradInput.numel() == 0) return gradInput;
     c10::ScalarType compute = opmathType(self.scalar_type());
     hlo::DType ct = toHlo(compute);
-    Op op = TPU_OP("nll_loss_backward");
+    Op op = TPU_OP("aten::nll_loss_backward");
     op.in(grad).in(self).in(target).in(totalWeight);
     if (has(weight)) op.in(*weight);
     op.scalar(ignoreIndex, c10::kLong).attr(reduction).attr(has(weight)).attr(static_cast<int64_t>(compute));
@@ -159,7 +163,7 @@ at::Tensor& mseInto(const at::Tensor& self, const at::Tensor& target, int64_t re
   if (out.numel() == 0) return out;
   c10::ScalarType compute = opmathType(result);
   hlo::DType ct = toHlo(compute);
-  TPU_OP("mse_loss").in(self).in(target).attr(reduction).attr(static_cast<int64_t>(compute)).out(out).run(
+  TPU_OP("aten::mse_loss").in(self).in(target).attr(reduction).attr(static_cast<int64_t>(compute)).out(out).run(
       [&](hlo::Builder& b, Values in, Values) {
         hlo::Value x = lowering::broadcastTo(b, b.convert(in[0], ct), shape);
         hlo::Value y = lowering::broadcastTo(b, b.convert(in[1], ct), shape);
@@ -190,7 +194,7 @@ at::Tensor& mseBackwardInto(const at::Tensor& grad, const at::Tensor& self, cons
   if (out.numel() == 0) return out;
   c10::ScalarType compute = opmathType(out.scalar_type());
   hlo::DType ct = toHlo(compute);
-  TPU_OP("mse_loss_backward").in(grad).in(self).in(target).attr(reduction).attr(static_cast<int64_t>(compute))
+  TPU_OP("aten::mse_loss_backward").in(grad).in(self).in(target).attr(reduction).attr(static_cast<int64_t>(compute))
       .out(out).run([&](hlo::Builder& b, Values in, Values) {
         hlo::Value g = b.convert(in[0], ct);
         g = reduction == lowering::kNone ? lowering::broadcastTo(b, g, shape) : b.reshape(g, {});

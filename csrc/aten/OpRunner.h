@@ -46,6 +46,11 @@ class Op {
     return *this;
   }
   Op& attrDouble(double v);
+  // The lowering returns an extra last value: pred scalar "an index was out of range".
+  Op& checksIndices() {
+    call_.checksIndices = true;
+    return *this;
+  }
 
   template <class F>
   void run(F&& build) {

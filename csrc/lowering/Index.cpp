@@ -127,6 +127,21 @@ Value wrapIndex(Builder& b, Value idx, int64_t size) {
   return b.select(negative, b.add(i, b.scalarLike(i, static_cast<double>(size))), i);
 }
 
+Value anyTrue(Builder& b, Value pred) {
+  Value flat = b.reshape(pred, {pred.type.numel()});
+  Value init = b.constantInt(DType::Pred, 0);
+  return b.reduce({&flat, 1}, {&init, 1}, {0}, [](Builder& r, std::span<const Value> a) {
+    return std::vector<Value>{r.binary("or", a[0], a[1])};
+  })[0];
+}
+
+Value anyOutOfRange(Builder& b, Value idx, int64_t lo, int64_t hi) {
+  Value i = b.convert(idx, DType::S64);
+  Value below = b.compare(hlo::Cmp::LT, i, b.scalarLike(i, static_cast<double>(lo)));
+  Value above = b.compare(hlo::Cmp::GE, i, b.scalarLike(i, static_cast<double>(hi)));
+  return anyTrue(b, b.binary("or", below, above));
+}
+
 Value reduceIdentity(Builder& b, Reduce r, DType t) {
   switch (r) {
     case Reduce::Mul: return b.constantInt(t, 1);

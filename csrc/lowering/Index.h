@@ -5,7 +5,8 @@
 //
 // Index values are S64 here. XLA clamps out-of-range gather starts and drops
 // out-of-range scatter updates; callers wrap negative indices where PyTorch
-// does (wrapIndex).
+// does (wrapIndex) and report out-of-range indices with anyOutOfRange (the
+// runtime turns that flag into an IndexError, never a silent clamp).
 #include <span>
 
 #include "csrc/hlo/Builder.h"
@@ -20,6 +21,10 @@ enum class Reduce { Replace, Add, Mul, Max, Min };
 
 // Converts to S64 and maps i < 0 to i + size.
 Value wrapIndex(Builder& b, Value idx, int64_t size);
+// pred scalar: some element of idx (any integer type) is outside [lo, hi).
+Value anyOutOfRange(Builder& b, Value idx, int64_t lo, int64_t hi);
+// pred scalar: some element of `pred` is true.
+Value anyTrue(Builder& b, Value pred);
 // Identity of a reduction (0, 1, lowest, highest) as a scalar of `t`.
 Value reduceIdentity(Builder& b, Reduce r, DType t);
 // out[i...] = x[i with i_dim replaced by index[i...]]; index has x's rank.

@@ -1,5 +1,6 @@
 #include "Loss.h"
 
+#include "Index.h"
 #include "Reduce.h"
 
 namespace tpu::lowering {
@@ -42,6 +43,14 @@ Picks picks(Builder& b, Value x, Value target, const Value* weight, Value ignore
 }
 
 }  // namespace
+
+Value nllTargetOutOfRange(Builder& b, Value target, int64_t classes, Value ignoreIndex) {
+  Value t = b.convert(target, DType::S64);
+  Value outside = b.binary("or", b.compare(Cmp::LT, t, b.scalarLike(t, 0)),
+                           b.compare(Cmp::GE, t, b.scalarLike(t, static_cast<double>(classes))));
+  Value counted = b.compare(Cmp::NE, t, b.broadcast(ignoreIndex, t.shape()));
+  return anyTrue(b, b.binary("and", outside, counted));
+}
 
 NllLoss nllLoss(Builder& b, Value x, Value target, const Value* weight, int64_t reduction, Value ignoreIndex) {
   Picks p = picks(b, x, target, weight, ignoreIndex);

@@ -16,8 +16,11 @@ struct NllLoss {
 };
 // x: [C] or [N, C, d...] log-probabilities; target: x's shape without the
 // class dim (integers); weight: [C] or null; ignoreIndex: an s64 scalar.
-// Targets outside [0, C) that are not ignored contribute nothing.
+// Targets outside [0, C) that are not ignored contribute nothing (kernels
+// report them with nllTargetOutOfRange).
 NllLoss nllLoss(Builder& b, Value x, Value target, const Value* weight, int64_t reduction, Value ignoreIndex);
+// pred scalar: some target is outside [0, classes) and is not ignoreIndex.
+Value nllTargetOutOfRange(Builder& b, Value target, int64_t classes, Value ignoreIndex);
 Value nllLossBackward(Builder& b, Value gradOut, Value x, Value target, const Value* weight, int64_t reduction,
                       Value ignoreIndex, Value totalWeight);
 

@@ -16,6 +16,9 @@ namespace py = pybind11;
 using namespace tpu;
 
 void registerCompileCacheBindings(py::module& m);  // CacheBindings.cpp
+namespace tpu::python {
+void initEagerModes(py::module& m);  // EagerModes.cpp
+}
 
 namespace {
 
@@ -96,12 +99,7 @@ PYBIND11_MODULE(_C, m) {
     d["cached_executables"] = runtime::Executor::get().cacheSize();
     return d;
   });
-  m.def("_set_fused", [](bool fused) {
-    py::gil_scoped_release release;
-    runtime::Executor::get().setFused(fused);
-  });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });
-  m.def("_is_fused", [] { return runtime::Executor::get().fused(); });
   m.def("_fused_stats", [] {
     auto s = runtime::Executor::get().fusedStats();
     py::dict d;
@@ -125,4 +123,5 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
   registerCompileCacheBindings(m);
+  python::initEagerModes(m);
 }

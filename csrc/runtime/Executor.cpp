@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <stdexcept>
 
 #include "CompileCache.h"
+#include "ExecutionMode.h"
 #include "OpTrace.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
@@ -19,13 +22,18 @@ using hlo::Value;
 
 struct Executor::Entry {
   std::unique_ptr<pjrt::Executable> exe;
-  // Each parameter in order: a storage index (>= 0) or operand k as -(k + 1).
+  // Each parameter in order: a storage index (>= 0), operand k as -(k + 1), or
+  // kFlagParam (the device's out-of-range flag).
   std::vector<int32_t> params;
   std::vector<int32_t> resultStorages;  // storage index each result replaces
   std::vector<DType> resultElems;
+  int32_t flagResult = -1;       // result holding the device's new out-of-range flag
+  int32_t nonFiniteResult = -1;  // debug: pred "finite inputs gave a non-finite output"
 };
 
 namespace {
+
+constexpr int32_t kFlagParam = std::numeric_limits<int32_t>::min();
 
 std::atomic<int64_t> gNextOpId{1};
 
@@ -88,6 +96,45 @@ void appendView(std::vector<int64_t>& key, int32_t storageIndex, const ViewSpec&
   }
 }
 
+// Debug mode checks the float outputs of an op unless a host operand is
+// already non-finite (x.masked_fill(m, -inf) is not an error).
+bool wantsNonFiniteCheck(const OpCall& call) {
+  bool floatOut = false;
+  for (const TensorArg& a : call.outputs) floatOut |= hlo::isFloat(a.view.dtype);
+  if (!floatOut) return false;
+  for (const HostOperand& o : call.operands) {
+    if (!hlo::isFloat(o.dtype)) continue;
+    for (int64_t k = 0; k < std::max<int64_t>(o.count, 1); ++k)
+      if (!std::isfinite(o.f[k])) return false;
+  }
+  return nonFinitePolicy() != NonFinitePolicy::Off;
+}
+
+// pred scalar: every element of every value is finite.
+Value allFinite(hlo::Builder& b, const std::vector<Value>& values) {
+  Value acc = b.constantInt(DType::Pred, 1);
+  for (const Value& v : values) {
+    Value fin = b.isFinite(b.reshape(v, {v.type.numel()}));
+    Value init = b.constantInt(DType::Pred, 1);
+    Value all = b.reduce({&fin, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const Value> a) {
+      return std::vector<Value>{r.binary("and", a[0], a[1])};
+    })[0];
+    acc = b.binary("and", acc, all);
+  }
+  return acc;
+}
+
+// A failed launch or program names the op and what its outputs needed.
+[[noreturn]] void deviceFailure(const OpCall& call, const pjrt::PjrtError& e, size_t bytes) {
+  std::string what = e.what();
+  bool oom = e.code() == PJRT_Error_Code_RESOURCE_EXHAUSTED || what.find("out of memory") != std::string::npos ||
+             what.find("Out of memory") != std::string::npos || what.find("llocat") != std::string::npos;
+  std::string msg = "torch_tpu: " + currentOpName(call.name) + " failed on the device" +
+                    (oom ? " allocating its outputs (" : " (its outputs: ") + std::to_string(bytes) +
+                    " bytes requested)" + calledAt() + ": " + what;
+  raiseError(oom ? ErrorKind::OutOfMemory : ErrorKind::Runtime, msg);
+}
+
 int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
   for (size_t i = 0; i < storages.size(); ++i)
     if (storages[i] == s) return static_cast<int32_t>(i);
@@ -100,9 +147,7 @@ int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
 int64_t newOpId() { return gNextOpId++; }
 
 Executor::Executor() {
-  const char* mode = std::getenv("TORCH_TPU_EAGER_MODE");
-  const char* defer = std::getenv("TORCH_TPU_DEFER_AND_FUSE");
-  fusedMode_ = (mode && std::strcmp(mode, "fused") == 0) || (defer && std::strcmp(defer, "1") == 0);
+  // The mode itself is set from Python (torch_tpu.set_eager_mode / the environment).
   if (const char* maxOps = std::getenv("TORCH_TPU_FUSED_MAX_OPS")) fusedMaxOps_ = std::max(1, std::atoi(maxOps));
 }
 
@@ -148,11 +193,17 @@ size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexce
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    fusedGraph_.record(call, build);
-    ++stats_.ops;
-    if (fusedGraph_.ops() >= fusedMaxOps_) fusedGraph_.flush("size bound");
-    return;
+    if (!call.checksIndices) {
+      fusedGraph_.record(call, build);
+      ++stats_.ops;
+      if (fusedGraph_.ops() >= fusedMaxOps_) fusedGraph_.flush("size bound");
+      return;
+    }
+    // Index checks chain the device's out-of-range flag: run them strictly.
+    fusedGraph_.flush("index check");
   }
+  bool debug = eagerMode() == EagerMode::Debug;
+  bool checkNonFinite = debug && wantsNonFiniteCheck(call);
   // The signature: every fact the program depends on, as integers.
   thread_local std::vector<int64_t> key;
   thread_local std::vector<DeviceStorage*> storages;
@@ -174,6 +225,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
   }
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
+  key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0));
 
   int device = storages.empty() ? 0 : storages[0]->device;
   std::shared_ptr<Entry> entry;
@@ -186,7 +238,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     }
   }
   if (!entry) {
-    entry = compile(call, build, storages);
+    entry = compile(call, build, storages, checkNonFinite);
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.emplace(key, entry);
     ++stats_.cacheMisses;
@@ -196,8 +248,18 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   args.reserve(entry->params.size());
   thread_local std::vector<std::shared_ptr<pjrt::Buffer>> operandBuffers;
   operandBuffers.clear();
+  // Index ops chain the device's flag: hold it from read to swap so that
+  // concurrent index ops (autograd's device thread) never drop a flag.
+  std::unique_lock<std::mutex> flagLock;
+  std::shared_ptr<pjrt::Buffer> flagIn;
+  if (entry->flagResult >= 0) {
+    flagLock = std::unique_lock<std::mutex>(flagMutex_);
+    flagIn = flagBuffer(device);
+  }
   for (int32_t p : entry->params) {
-    if (p >= 0) {
+    if (p == kFlagParam) {
+      args.push_back(flagIn->raw());
+    } else if (p >= 0) {
       args.push_back(storages[p]->buffer->raw());
     } else {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -205,21 +267,108 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       args.push_back(operandBuffers.back()->raw());
     }
   }
+  size_t bytes = 0;  // what the outputs need, for error messages
+  for (int32_t s : entry->resultStorages) bytes += storages[s]->nbytes;
   Runtime& rt = Runtime::get();
-  std::vector<std::unique_ptr<pjrt::Buffer>> results =
-      entry->exe->execute(args, rt.client().devices().at(device));
+  std::vector<std::unique_ptr<pjrt::Buffer>> results;
+  try {
+    results = entry->exe->execute(args, rt.client().devices().at(device));
+  } catch (const pjrt::PjrtError& e) {
+    deviceFailure(call, e, bytes);
+  }
+  std::shared_ptr<pjrt::Buffer> nonFinite;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++stats_.ops;
+    for (size_t r = 0; r < entry->resultStorages.size(); ++r) {
+      DeviceStorage* s = storages[entry->resultStorages[r]];
+      s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+      s->elem = entry->resultElems[r];
+      trackInFlightLocked(s->buffer);
+    }
+    if (entry->flagResult >= 0) {
+      DeviceFlag& f = flags_[device];
+      f.value = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->flagResult]));
+      f.dirty = true;
+      flagsDirty_ = true;
+    }
+    if (entry->nonFiniteResult >= 0) nonFinite = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->nonFiniteResult]));
+  }
+  if (flagLock.owns_lock()) flagLock.unlock();
+  if (debug) debugCheck(call, *entry, storages, nonFinite, bytes);
+}
+
+void Executor::debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
+                          const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes) {
+  // Wait for the op: a failure on the device surfaces here, naming the op.
+  try {
+    for (int32_t s : entry.resultStorages) storages[s]->buffer->awaitReady();
+  } catch (const pjrt::PjrtError& e) {
+    deviceFailure(call, e, bytes);
+  }
+  if (entry.flagResult >= 0) checkFlags(/*atOp=*/true);
+  if (!nonFinite) return;
+  uint8_t bad = 0;
+  nonFinite->toHost(&bad, 1).await();
+  if (!bad) return;
+  std::string msg = "torch_tpu debug mode: " + currentOpName(call.name) +
+                    " produced a non-finite value (NaN or Inf) from finite inputs" + calledAt() +
+                    ". Set TORCH_TPU_DEBUG_NONFINITE=warn to warn instead, or =off to disable this check.";
+  if (nonFinitePolicy() == NonFinitePolicy::Warn) warnUser(msg);
+  else raiseError(ErrorKind::Runtime, msg);
+}
+
+std::shared_ptr<pjrt::Buffer> Executor::flagBuffer(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++stats_.ops;
-  for (size_t r = 0; r < results.size(); ++r) {
-    DeviceStorage* s = storages[entry->resultStorages[r]];
-    s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
-    s->elem = entry->resultElems[r];
-    trackInFlightLocked(s->buffer);
+  if (flags_.size() <= static_cast<size_t>(device)) flags_.resize(device + 1);
+  DeviceFlag& f = flags_[device];
+  if (!f.zero) {
+    int32_t zero = 0;
+    f.zero = Runtime::get().client().bufferFromHost(&zero, pjrt::ElementType::S32, {}, device);
+    f.value = f.zero;
+  }
+  return f.value;
+}
+
+void Executor::checkDeviceFlags() { checkFlags(/*atOp=*/false); }
+
+void Executor::checkFlags(bool atOp) {
+  if (!flagsDirty_.load()) return;
+  std::vector<std::pair<size_t, std::shared_ptr<pjrt::Buffer>>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    flagsDirty_ = false;
+    for (size_t d = 0; d < flags_.size(); ++d) {
+      if (!flags_[d].dirty) continue;
+      flags_[d].dirty = false;
+      pending.emplace_back(d, flags_[d].value);
+    }
+  }
+  for (size_t i = 0; i < pending.size(); ++i) {
+    int32_t code = 0;
+    pending[i].second->toHost(&code, sizeof code).await();
+    if (code == 0) continue;
+    std::string name;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Later index ops chained on this value carry the same (first) code.
+      flags_[pending[i].first].value = flags_[pending[i].first].zero;
+      for (size_t j = i + 1; j < pending.size(); ++j) flags_[pending[j].first].dirty = true;
+      if (i + 1 < pending.size()) flagsDirty_ = true;
+      name = flagNames_.at(static_cast<size_t>(code - 1));
+    }
+    std::string msg = "index out of range in " + name;
+    if (atOp) msg += " (detected on device)" + calledAt();
+    else
+      msg += " (detected on device, reported at the next synchronization; TORCH_TPU_EAGER_MODE=debug raises "
+             "at the op with its Python line)";
+    raiseError(ErrorKind::Index, msg);
   }
 }
 
 std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionRef<BuildFn> build,
-                                                   const std::vector<DeviceStorage*>& storages) {
+                                                   const std::vector<DeviceStorage*>& storages,
+                                                   bool checkNonFinite) {
   auto entry = std::make_shared<Entry>();
   hlo::Builder b;
   // One module for one op: each storage read becomes a parameter (numbered
@@ -260,13 +409,42 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
       return b.parameter(hlo::Type{o.dtype, shape});
     }
   } ctx(*entry, storages);
-  traceOp(b, ctx, call, build);
+  TraceResult traced = traceOp(b, ctx, call, build);
+  std::vector<Value> floatInputs, floatOutputs;
+  if (checkNonFinite) {
+    for (const Value& v : traced.inputs)
+      if (hlo::isFloat(v.dtype())) floatInputs.push_back(v);
+    for (const Value& v : traced.outputs)
+      if (hlo::isFloat(v.dtype())) floatOutputs.push_back(v);
+  }
   std::vector<Value> rets;
   for (size_t s = 0; s < storages.size(); ++s) {
     if (!ctx.written[s]) continue;
     rets.push_back(ctx.flat[s]);
     entry->resultStorages.push_back(static_cast<int32_t>(s));
     entry->resultElems.push_back(ctx.flat[s].dtype());
+  }
+  if (call.checksIndices) {
+    // Sticky: the device's flag keeps the code of the first op out of range.
+    int32_t code;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = std::find(flagNames_.begin(), flagNames_.end(), call.name);
+      if (it == flagNames_.end()) it = flagNames_.insert(flagNames_.end(), call.name);
+      code = static_cast<int32_t>(it - flagNames_.begin()) + 1;
+    }
+    Value old = b.parameter(hlo::Type{DType::S32, {}});
+    entry->params.push_back(kFlagParam);
+    Value oob = b.reshape(b.convert(*traced.indexFlag, DType::Pred), {});
+    Value zero = b.constantInt(DType::S32, 0);
+    Value mine = b.select(oob, b.constantInt(DType::S32, code), zero);
+    entry->flagResult = static_cast<int32_t>(rets.size());
+    rets.push_back(b.select(b.compare(hlo::Cmp::NE, old, zero), old, mine));
+  }
+  if (checkNonFinite) {
+    Value bad = b.binary("and", allFinite(b, floatInputs), b.unary("not", allFinite(b, floatOutputs)));
+    entry->nonFiniteResult = static_cast<int32_t>(rets.size());
+    rets.push_back(bad);
   }
   b.ret(rets);
   std::string text = b.module();
@@ -334,9 +512,11 @@ void Executor::synchronize() {
     inFlight_.clear();
   }
   for (auto& p : pending) p->awaitReady();
+  checkFlags(/*atOp=*/false);
 }
 
 void Executor::download(const DeviceStorage& storage, void* dst) {
+  checkFlags(/*atOp=*/false);  // an earlier op's out-of-range index raises here, before any value is read
   if (storage.nbytes == 0) return;
   if (storage.inGraph) {
     std::lock_guard<std::mutex> lock(mutex_);

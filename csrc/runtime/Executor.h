@@ -1,7 +1,10 @@
 #pragma once
-// Strict eager execution of the op stream: each OpCall is compiled once per
+// Eager execution of the op stream: each OpCall is compiled once per
 // signature (in-memory cache), launched asynchronously, and its results are
 // swapped into the output storages. The host waits only at sync points.
+// Debug mode (ExecutionMode.h) adds a non-finite check to each program and
+// waits for and checks every op. Index kernels record out-of-range indices in
+// a per-device error flag that every sync point checks (in every mode).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -40,6 +43,10 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+  // Raises (IndexError) the first out-of-range index recorded on a device since
+  // the last check, naming the op. Reads 4 bytes per device that ran an index
+  // op since; free when none did. Called by synchronize() and download().
+  void checkDeviceFlags();
 
   // Fused mode: ops are deferred into one graph (see FusedGraph.h). Switching
   // flushes pending work.
@@ -66,13 +73,27 @@ class Executor {
   struct KeyHash {
     size_t operator()(const std::vector<int64_t>& k) const noexcept;
   };
+  // One device's out-of-range flag: an S32 scalar, 0 or the code (index into
+  // flagNames_ + 1) of the first op that saw an out-of-range index.
+  struct DeviceFlag {
+    std::shared_ptr<pjrt::Buffer> value, zero;
+    bool dirty = false;  // an index op ran since the last check
+  };
   std::shared_ptr<Entry> compile(const OpCall& call, FunctionRef<BuildFn> build,
-                                 const std::vector<DeviceStorage*>& storages);
+                                 const std::vector<DeviceStorage*>& storages, bool checkNonFinite);
+  std::shared_ptr<pjrt::Buffer> flagBuffer(int device);
+  void checkFlags(bool atOp);
+  void debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
+                  const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);
 
   mutable std::mutex mutex_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
+  std::vector<DeviceFlag> flags_;
+  std::vector<std::string> flagNames_;
+  std::atomic<bool> flagsDirty_{false};
+  std::mutex flagMutex_;  // held by an index op from reading the flag to swapping it
   ExecutorStats stats_;
   FusedGraph fusedGraph_;
   bool fusedMode_ = false;

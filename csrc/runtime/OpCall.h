@@ -45,6 +45,10 @@ struct OpCall {
   std::vector<TensorArg> inputs;
   std::vector<HostOperand> operands;
   std::vector<TensorArg> outputs;
+  // The lowering returns one extra value after the outputs: a pred scalar, true
+  // when an index was out of range. The runtime records it in the device's
+  // error flag (raised at the next sync; at the op in debug mode).
+  bool checksIndices = false;
 };
 
 // Builds the op's results (one per output, any dtype convertible to it) from

@@ -19,19 +19,23 @@ Value flatAs(hlo::Builder& b, TraceContext& ctx, const OpCall& call, DeviceStora
 
 }  // namespace
 
-void traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build) {
+TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build) {
+  TraceResult traced;
   // Every input is read before any output is written, as for a CPU kernel.
-  std::vector<Value> inputs;
+  std::vector<Value>& inputs = traced.inputs;
   inputs.reserve(call.inputs.size());
   for (const TensorArg& a : call.inputs) inputs.push_back(readView(b, flatAs(b, ctx, call, a.storage, a.view.dtype), a.view));
   std::vector<Value> operands;
   operands.reserve(call.operands.size());
   for (const HostOperand& o : call.operands) operands.push_back(ctx.operandValue(b, o));
   std::vector<Value> results = build(b, inputs, operands);
-  if (results.size() != call.outputs.size())
+  size_t expected = call.outputs.size() + (call.checksIndices ? 1 : 0);
+  if (results.size() != expected)
     throw std::logic_error(std::string(call.name) + ": lowering returned " + std::to_string(results.size()) +
-                           " results for " + std::to_string(call.outputs.size()) + " outputs");
-  for (size_t j = 0; j < results.size(); ++j) {
+                           " results for " + std::to_string(expected) + " (outputs" +
+                           (call.checksIndices ? " + out-of-range flag)" : ")"));
+  if (call.checksIndices) traced.indexFlag = results.back();
+  for (size_t j = 0; j < call.outputs.size(); ++j) {
     const TensorArg& out = call.outputs[j];
     const ViewSpec& v = out.view;
     Value r = b.convert(results[j], v.dtype);
@@ -41,10 +45,12 @@ void traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef
                                " for an output of " + std::to_string(v.numel()) + " elements");
       r = b.reshape(r, v.sizes);
     }
+    traced.outputs.push_back(r);
     // An output covering its whole storage replaces it without reading it.
     if (v.coversStorage(out.storage->nbytes)) ctx.setStorageValue(out.storage, b.reshape(r, {v.numel()}));
     else ctx.setStorageValue(out.storage, writeView(b, flatAs(b, ctx, call, out.storage, v.dtype), v, r));
   }
+  return traced;
 }
 
 }  // namespace tpu::runtime

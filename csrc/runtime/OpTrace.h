@@ -4,6 +4,8 @@
 // storages' flat values. Strict mode traces one op per module; Fused mode
 // traces many ops into one module. Where flat values and operands come from
 // is the TraceContext's business.
+#include <optional>
+
 #include "FunctionRef.h"
 #include "OpCall.h"
 
@@ -19,6 +21,12 @@ class TraceContext {
   virtual hlo::Value operandValue(hlo::Builder& b, const HostOperand& o) = 0;
 };
 
-void traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build);
+struct TraceResult {
+  std::vector<hlo::Value> inputs;   // the input views as read
+  std::vector<hlo::Value> outputs;  // the output values as written (view shape and dtype)
+  std::optional<hlo::Value> indexFlag;  // call.checksIndices: pred "some index out of range"
+};
+
+TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build);
 
 }  // namespace tpu::runtime

@@ -103,3 +103,48 @@ TEST(Executor, CompileErrorNamesTheOp) {
     EXPECT_NE(std::string(e.what()).find("test::broken"), std::string::npos) << e.what();
   }
 }
+
+// Index kernels return an extra "out of range" pred; the runtime keeps the
+// first such op in a device flag and raises at the next sync point.
+TEST(Executor, OutOfRangeFlagRaisesAtTheNextSyncOnce) {
+  testRuntime();
+  auto& ex = runtime::Executor::get();
+  runtime::DeviceStorage in = storageOf({1, 2, 3, 4});
+  runtime::DeviceStorage out;
+  out.nbytes = 16;
+  static const int64_t id = runtime::newOpId();
+  auto run = [&](float limit) {
+    runtime::OpCall call;
+    call.name = "test::checked";
+    call.opId = id;
+    call.checksIndices = true;
+    call.inputs.push_back({&in, contiguous(4)});
+    call.operands.push_back(runtime::HostOperand::scalar(DType::F32, limit));
+    call.outputs.push_back({&out, contiguous(4)});
+    ex.run(call, [](hlo::Builder& b, std::span<const hlo::Value> v, std::span<const hlo::Value> ops) {
+      hlo::Value over = b.compare(hlo::Cmp::GT, v[0], b.broadcast(ops[0], v[0].shape()));
+      hlo::Value flat = over;
+      hlo::Value init = b.constantInt(DType::Pred, 0);
+      hlo::Value any = b.reduce({&flat, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const hlo::Value> a) {
+        return std::vector<hlo::Value>{r.binary("or", a[0], a[1])};
+      })[0];
+      return std::vector<hlo::Value>{v[0], any};
+    });
+  };
+  run(10);
+  EXPECT_NO_THROW(ex.synchronize());
+  run(3);  // 4 > 3: flagged, nothing raised at launch
+  run(10);  // a later clean op does not clear the flag
+  EXPECT_THROW(
+      {
+        try {
+          read(out);
+        } catch (const std::out_of_range& e) {
+          EXPECT_NE(std::string(e.what()).find("test::checked"), std::string::npos);
+          throw;
+        }
+      },
+      std::out_of_range);
+  EXPECT_NO_THROW(ex.synchronize());  // reported once
+  EXPECT_EQ(read(out), (std::vector<float>{1, 2, 3, 4}));
+}
