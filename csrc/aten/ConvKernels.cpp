@@ -52,8 +52,7 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight, const 
                        c10::IntArrayRef outputPadding, int64_t groups) {
   TORCH_CHECK(input.dim() >= 3, "tpu convolution: expected a batched input with at least one spatial dim, got ",
               input.sizes());
-  TORCH_CHECK(c10::isFloatingType(input.scalar_type()), "tpu convolution: \"convolution\" not implemented for '",
-              input.scalar_type(), "'");
+  TORCH_CHECK_NOT_IMPLEMENTED(input.scalar_type() != at::kBool, "\"convolution\" not implemented for 'Bool'");
   size_t nd = input.dim() - 2;
   lowering::ConvParams p = params(stride, padding, dilation, outputPadding, groups, nd);
   at::Tensor out = at::empty(outputShape(input, weight, p, transposed), input.options());
@@ -95,7 +94,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolutionBackward(
       keyParams(op, q, transposed);
       op.out(gi).run([&](hlo::Builder& b, Values in, Values) {
         hlo::Value g = b.convert(in[0], ct), w = b.convert(in[1], ct);
-        return ValueList{transposed ? lowering::convForward(b, g, w, q) : lowering::convTransposeForward(b, g, w, q)};
+        hlo::Value r = transposed ? lowering::convForward(b, g, w, q) : lowering::convTransposeForward(b, g, w, q);
+        // A transposed conv's output padding can exceed its stride (dilation > stride): the regular conv
+        // then covers a few more positions than the input has.
+        std::vector<int64_t> zeros(r.rank(), 0), ones(r.rank(), 1), limit(input.sizes().begin(), input.sizes().end());
+        return ValueList{r.shape() == limit ? r : b.slice(r, zeros, limit, ones)};
       });
     } else {
       gi.zero_();

@@ -171,6 +171,20 @@ at::Tensor medianAll(const at::Tensor& self) {
   return out;
 }
 
+std::tuple<at::Tensor, at::Tensor> mode(const at::Tensor& self, int64_t dim, bool keepdim) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(self.dim() == 0 || self.size(dim) > 0, "mode(): Expected reduction dim ", dim,
+                    " to have non-zero size.");
+  auto shape = reducedShape(self, dim, keepdim);
+  at::Tensor values = at::empty(shape, self.options()), indices = at::empty(shape, self.options().dtype(at::kLong));
+  if (values.numel() == 0) return {values, indices};
+  TPU_OP("aten::mode").in(self).attr(dim).out(values).out(indices).run([&](hlo::Builder& b, Values in, Values) {
+    auto [v, i] = lowering::modeAlong(b, sortable(b, in[0]), self.dim() == 0 ? 0 : dim);
+    return ValueList{v, i};
+  });
+  return {values, indices};
+}
+
 // ---- scans -------------------------------------------------------------------------
 
 template <bool IsMax>
@@ -275,14 +289,18 @@ at::Tensor isinTensorScalar(const at::Tensor& elements, const c10::Scalar& test,
 
 // ---- unique: the number of runs is read from the device, then the values built -----------
 
+// dim >= 0: unique_consecutive of the slices along dim (sort must be false).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueImpl(const at::Tensor& self, bool sort, bool returnInverse,
-                                                          bool returnCounts) {
-  at::Tensor flat = self;
-  int64_t n = self.numel();
+                                                          bool returnCounts, int64_t dim = -1) {
+  auto runsOf = [&](hlo::Builder& b, hlo::Value x) {
+    return dim >= 0 ? lowering::runsAlong(b, x.dtype() == hlo::DType::Pred ? b.convert(x, hlo::DType::U8) : x, dim)
+                    : lowering::runs(b, sortable(b, x), sort);
+  };
+  int64_t n = dim >= 0 ? self.size(dim) : self.numel();
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
   if (n > 0) {
-    TPU_OP("aten::unique.count").in(self).attr(sort).out(count).run([&](hlo::Builder& b, Values in, Values) {
-      lowering::Runs r = lowering::runs(b, sortable(b, in[0]), sort);
+    TPU_OP("aten::unique.count").in(self).attr(sort).attr(dim).out(count).run([&](hlo::Builder& b, Values in, Values) {
+      lowering::Runs r = runsOf(b, in[0]);
       hlo::Value ones = b.convert(r.first, hlo::DType::S64);
       hlo::Value zero = b.constantInt(hlo::DType::S64, 0);
       return ValueList{b.reduce({&ones, 1}, {&zero, 1}, {0}, [](hlo::Builder& rb, std::span<const hlo::Value> a) {
@@ -291,17 +309,33 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueImpl(const at::Tensor& self
     });
   }
   int64_t k = n > 0 ? count.item<int64_t>() : 0;
-  at::Tensor values = at::empty({k}, self.options());
-  at::Tensor inverse = at::empty(returnInverse ? self.sizes() : c10::IntArrayRef{0}, self.options().dtype(at::kLong));
+  std::vector<int64_t> vshape{k}, ishape = self.sizes().vec();
+  if (dim >= 0) {
+    vshape = self.sizes().vec();
+    vshape[dim] = k;
+    ishape = {n};
+  }
+  at::Tensor values = at::empty(vshape, self.options());
+  at::Tensor inverse = at::empty(returnInverse ? c10::IntArrayRef(ishape) : c10::IntArrayRef{0},
+                                 self.options().dtype(at::kLong));
   at::Tensor counts = at::empty({returnCounts ? k : 0}, self.options().dtype(at::kLong));
   if (n == 0) return {values, inverse, counts};
   Op op = TPU_OP("aten::unique.values");
-  op.in(self).attr(sort).attr(k).attr(returnInverse).attr(returnCounts).out(values);
+  op.in(self).attr(sort).attr(dim).attr(k).attr(returnInverse).attr(returnCounts).out(values);
   if (returnInverse) op.out(inverse);
   if (returnCounts) op.out(counts);
   op.run([&](hlo::Builder& b, Values in, Values) {
-    lowering::Runs r = lowering::runs(b, sortable(b, in[0]), sort);
+    lowering::Runs r = runsOf(b, in[0]);
     auto [u, inv, cnt] = lowering::uniqueFromRuns(b, r, k);
+    if (dim >= 0) {
+      // Rows [k, rest] back to the input's layout with dim of size k.
+      std::vector<int64_t> moved{k}, perm(self.dim());
+      for (int64_t i = 0; i < self.dim(); ++i)
+        if (i != dim) moved.push_back(self.size(i));
+      u = b.reshape(u, moved);
+      for (int64_t i = 0, j = 1; i < self.dim(); ++i) perm[i] = i == dim ? 0 : j++;
+      u = b.transpose(u, perm);
+    }
     ValueList out{u};
     if (returnInverse) out.push_back(inv);
     if (returnCounts) out.push_back(cnt);
@@ -321,10 +355,10 @@ std::tuple<at::Tensor, at::Tensor> uniqueOld(const at::Tensor& self, bool sorted
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueConsecutive(const at::Tensor& self, bool returnInverse,
                                                                  bool returnCounts, std::optional<int64_t> dim) {
-  TORCH_CHECK_NOT_IMPLEMENTED(!dim.has_value() || self.dim() <= 1,
-                              "unique_consecutive with dim is not implemented for tpu; flatten the input or move it "
-                              "to the CPU");
-  return uniqueImpl(self, false, returnInverse, returnCounts);
+  if (!dim.has_value()) return uniqueImpl(self, false, returnInverse, returnCounts);
+  int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+  TORCH_CHECK(self.dim() > 0, "unique_consecutive: dim requires a tensor with at least one dimension");
+  return uniqueImpl(self, false, returnInverse, returnCounts, d);
 }
 
 // ---- small ops composed of existing kernels ------------------------------------------------
@@ -427,6 +461,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median.dim_values", medianDimOut);
   m.impl("nanmedian", medianAll<Pick::NanMedian>);
   m.impl("nanmedian.dim_values", nanmedianDimOut);
+  m.impl("mode", mode);
   m.impl("_cummax_helper", cumExtremeHelper<true>);
   m.impl("_cummin_helper", cumExtremeHelper<false>);
   m.impl("_logcumsumexp", logcumsumexp);

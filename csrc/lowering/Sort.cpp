@@ -7,6 +7,7 @@
 
 #include "Elementwise.h"
 #include "Index.h"
+#include "Reduce.h"
 
 namespace tpu::lowering {
 namespace {
@@ -148,6 +149,54 @@ Value isin(Builder& b, Value elements, Value test, bool invert) {
   return invert ? b.unary("not", any) : any;
 }
 
+std::pair<Value, Value> modeAlong(Builder& b, Value x, int64_t dim) {
+  auto [v, idx] = sortAlong(b, x, dim, false);
+  int64_t n = x.shape()[dim], rank = x.rank();
+  hlo::Type it{DType::S64, x.shape()};
+  Value iota = b.iota(it, dim);
+  std::vector<int64_t> zeros(rank, 0), ones(rank, 1), lo(rank, 0), hi(rank, 0);
+  std::vector<int64_t> headLimit = x.shape(), tailStart(rank, 0);
+  headLimit[dim] = n - 1;
+  tailStart[dim] = 1;
+  Value differ = b.compare(Cmp::NE, b.slice(v, tailStart, x.shape(), ones), b.slice(v, zeros, headLimit, ones));
+  Value t = b.constant(DType::Pred, 1);
+  lo[dim] = 1;
+  Value first = b.pad(differ, t, lo, zeros, zeros);   // a run starts here
+  lo[dim] = 0;
+  hi[dim] = 1;
+  Value last = b.pad(differ, t, zeros, hi, zeros);    // a run ends here
+  Value start = cumExtreme(b, b.select(first, iota, b.full(it, -1)), dim, true).first;
+  Value freq = b.select(last, b.add(b.sub(iota, start), b.full(it, 1)), b.full(it, 0));
+  Value p = argReduce(b, true, freq, dim).second;
+  hlo::Shape kept = x.shape();
+  kept[dim] = 1;
+  p = b.reshape(p, kept);
+  hlo::Shape reduced = x.shape();
+  reduced.erase(reduced.begin() + dim);
+  return {b.reshape(gatherDim(b, v, p, dim), reduced), b.reshape(gatherDim(b, idx, p, dim), reduced)};
+}
+
+Runs runsAlong(Builder& b, Value x, int64_t dim) {
+  int64_t n = x.shape()[dim], rest = n ? x.type.numel() / n : 0;
+  std::vector<int64_t> perm{dim};
+  for (int64_t i = 0; i < x.rank(); ++i)
+    if (i != dim) perm.push_back(i);
+  Runs r;
+  r.values = b.reshape(b.transpose(x, perm), {n, rest});
+  r.perm = iotaLike(b, {n}, 0);
+  if (n == 0) {
+    r.first = b.full(hlo::Type{DType::Pred, {0}}, 0);
+    return r;
+  }
+  Value differ = b.compare(Cmp::NE, b.slice(r.values, {1, 0}, {n, rest}, {1, 1}), b.slice(r.values, {0, 0}, {n - 1, rest}, {1, 1}));
+  Value f = b.constant(DType::Pred, 0);
+  Value any = b.reduce({&differ, 1}, {&f, 1}, {1}, [](Builder& rb, std::span<const Value> a) {
+    return std::vector<Value>{rb.binary("or", a[0], a[1])};
+  })[0];
+  r.first = b.pad(any, b.constant(DType::Pred, 1), {1}, {0}, {0});
+  return r;
+}
+
 Runs runs(Builder& b, Value x, bool sort) {
   int64_t n = x.type.numel();
   Value flat = b.reshape(x, {n});
@@ -174,14 +223,16 @@ Runs runs(Builder& b, Value x, bool sort) {
 }
 
 std::tuple<Value, Value, Value> uniqueFromRuns(Builder& b, const Runs& r, int64_t count) {
-  int64_t n = r.values.type.numel();
+  int64_t n = r.values.shape()[0];
   Value firsts = b.convert(r.first, DType::S64);
   Value group = b.sub(scanTuple(b, {firsts}, {b.constantInt(DType::S64, 0)}, 0,
                                 [&](const std::vector<Value>& e, const std::vector<Value>& l) {
                                   return std::vector<Value>{b.add(e[0], l[0])};
                                 })[0],
                       b.full(hlo::Type{DType::S64, {n}}, 1));
-  Value uniq = indexScatter(b, b.full(hlo::Type{r.values.dtype(), {count}}, 0), group, r.values, 0, Reduce::Replace);
+  hlo::Shape ushape = r.values.shape();
+  ushape[0] = count;
+  Value uniq = indexScatter(b, b.full(hlo::Type{r.values.dtype(), ushape}, 0), group, r.values, 0, Reduce::Replace);
   Value inverse = indexScatter(b, b.full(hlo::Type{DType::S64, {n}}, 0), r.perm, group, 0, Reduce::Replace);
   Value counts = indexScatter(b, b.full(hlo::Type{DType::S64, {count}}, 0), group, b.full(hlo::Type{DType::S64, {n}}, 1),
                               0, Reduce::Add);

@@ -4,6 +4,7 @@
 // scans of (value, index) pairs (cummax/cummin), logcumsumexp, searchsorted,
 // isin, and the two halves of unique (count on the device, then the values
 // once the host knows the count).
+#include <tuple>
 #include <utility>
 
 #include "csrc/hlo/Builder.h"
@@ -28,11 +29,16 @@ Value logcumsumexp(Builder& b, Value x, int64_t dim);
 Value searchSorted(Builder& b, Value seq, Value x, bool right, DType out);
 // Whether each element of `elements` occurs in `test` (any shape).
 Value isin(Builder& b, Value elements, Value test, bool invert);
+// {mode value, index of one of its occurrences} along dim (dim removed): the most frequent value, the
+// smallest one among equally frequent values.
+std::pair<Value, Value> modeAlong(Builder& b, Value x, int64_t dim);
 // unique over the flattened x: {sorted-or-original order values, permutation (S64), first-of-run mask (pred)}.
 struct Runs {
   Value values, perm, first;
 };
 Runs runs(Builder& b, Value x, bool sort);
+// unique_consecutive along dim: runs of equal slices; `values` holds the slices as rows [n, rest].
+Runs runsAlong(Builder& b, Value x, int64_t dim);
 // Given the number of runs: {unique values [count], inverse [n] (S64, original order), counts [count] (S64)}.
 std::tuple<Value, Value, Value> uniqueFromRuns(Builder& b, const Runs& r, int64_t count);
 

@@ -47,6 +47,9 @@ GRAD_TOLERANCE = (1e-4, 1e-4)  # float32 gradients: backward sums in another ord
 
 # Per-op tolerance overrides: key -> {dtype: (rtol, atol)}, each with its reason.
 TOLERANCE_OVERRIDES: dict[str, dict[str, tuple[float, float]]] = {
+    # 3-d convolutions sum hundreds of products per output, in another order than oneDNN.
+    "nn.functional.conv3d": {"float32": (1e-4, 1e-4)},
+    "nn.functional.conv_transpose3d": {"float32": (1e-4, 1e-4)},
 }
 
 # Ops whose values are random: compare shape, dtype and distribution statistics, not values.
@@ -239,7 +242,7 @@ def _compare_random(actual, expected, heavy):
         raise Mismatch(f"random: values outside the cpu range [{lo:.4g}, {hi:.4g}]")
 
 
-def _compare(actual, expected, dtype_name, key, path="out", kind="values"):
+def _compare(actual, expected, dtype_name, key, path="out", kind="values", on_tpu=True):
     """kind: 'values', 'random' (statistics), 'undefined' (shape and dtype only: empty*, and samples that
     draw random numbers inside a bigger computation (attention dropout), whose values are not i.i.d.)."""
     import torch
@@ -247,7 +250,7 @@ def _compare(actual, expected, dtype_name, key, path="out", kind="values"):
     if isinstance(expected, torch.Tensor):
         if not isinstance(actual, torch.Tensor):
             raise Mismatch(f"{path}: got {type(actual).__name__}, expected a tensor")
-        if actual.device.type != "tpu" and expected.device.type == "cpu":
+        if on_tpu and actual.device.type != "tpu" and expected.device.type == "cpu":
             raise Mismatch(f"{path}: result is on {actual.device}, not tpu")
         actual = actual.detach().cpu()
         expected = expected.detach()
@@ -343,16 +346,61 @@ def _compare_unordered(sample, actual, expected, dtype_name, key):
         return _compare(actual, expected, dtype_name, key)
     acts = [actual] if isinstance(actual, torch.Tensor) else list(actual)
     exps = [expected] if isinstance(expected, torch.Tensor) else list(expected)
-    vals_a, vals_e = acts[0].detach().cpu(), exps[0]
+    if any(a.device.type != "tpu" for a in acts):
+        raise Mismatch("result is not on tpu")
+    acts = [a.detach().cpu() for a in acts]
+    vals_a, vals_e = acts[0], exps[0]
     sa, pa = torch.sort(vals_a)
     se, pe = torch.sort(vals_e)
-    _compare(sa, se, dtype_name, key, "values")
+    _compare(sa, se, dtype_name, key, "values", on_tpu=False)
     k = 1
     if sample.kwargs.get("return_inverse"):
-        _compare(vals_a[acts[k].cpu()], vals_e[exps[k]], dtype_name, key, "values[inverse]")
+        _compare(vals_a[acts[k]], vals_e[exps[k]], dtype_name, key, "values[inverse]", on_tpu=False)
         k += 1
     if sample.kwargs.get("return_counts"):
-        _compare(acts[k].cpu()[pa], exps[k][pe], dtype_name, key, "counts")
+        _compare(acts[k][pa], exps[k][pe], dtype_name, key, "counts", on_tpu=False)
+
+
+def _upcast(x, dtype):
+    """The sample's tensors of `dtype` as float64 (no grad), the rest as they are."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().double() if x.dtype == dtype else x.detach()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_upcast(v, dtype) for v in x)
+    if isinstance(x, dict):
+        return {k: _upcast(v, dtype) for k, v in x.items()}
+    return x
+
+
+def _closer_than_cpu(op, sample, actual, expected, dtype):
+    """float16/bfloat16: CPU rounds some intermediate results to the low precision where tpu computes in float32.
+    Accepts tpu when it is, elementwise, at least as close to the float64 result as CPU is (plus the dtype's
+    tolerance)."""
+    import torch
+
+    try:
+        ref = op(_upcast(sample.input, dtype), *_upcast(sample.args, dtype), **_upcast(sample.kwargs, dtype))
+    except Exception:
+        return False
+    acts, exps, refs = _flatten(actual, []), _flatten(expected, []), _flatten(ref, [])
+    if not (len(acts) == len(exps) == len(refs)) or not acts:
+        return False
+    rtol, atol = TOLERANCES[str(dtype).replace("torch.", "")]
+    for a, e, r in zip(acts, exps, refs):
+        if a.device.type != "tpu" or a.shape != e.shape or a.dtype != e.dtype or r.shape != e.shape:
+            return False
+        if not e.is_floating_point():
+            if not torch.equal(a.cpu(), e):
+                return False
+            continue
+        a, e, r = a.detach().cpu().double(), e.detach().double(), r.detach().double()
+        both_nan = a.isnan() & r.isnan()
+        ok = ((a - r).abs() <= (e - r).abs() + atol + rtol * r.abs()) | both_nan | (a == r)
+        if not bool(ok.all()):
+            return False
+    return True
 
 
 def _differentiable(tensors):
@@ -423,8 +471,12 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
             else:
                 _compare(actual, expected, dtype_name, key, kind=kind)
         except Mismatch as e:
-            rec.update(status="fail", reason=f"sample {i}: {e}")
-            break
+            if (dtype in (torch.float16, torch.bfloat16) and kind == "values" and key not in TIE_INDEX_OPS
+                    and key not in UNORDERED_OPS and _closer_than_cpu(op, sample, actual, expected, dtype)):
+                rec["closer_than_cpu"] = rec.get("closer_than_cpu", 0) + 1
+            else:
+                rec.update(status="fail", reason=f"sample {i}: {e}")
+                break
         except Exception as e:
             missing = _missing_name(e)
             if missing:
@@ -697,7 +749,10 @@ def write_docs(path, records, dtypes, meta):
          "compare the gradient of every differentiable input with CPU autograd.", "",
          "Random ops compare shape, dtype and distribution statistics; ops with undefined values (`empty*`) "
          "compare shape and dtype; indices that ties leave implementation-defined (sort, topk, mode, ...) are "
-         "checked by the values they point at; `unique(sorted=False)` is compared as a set.", "",
+         "checked by the values they point at; `unique(sorted=False)` is compared as a set. float16/bfloat16: where CPU "
+         "rounds intermediate results to the low precision (addbmm, conv, ...) and tpu computes in float32, a sample "
+         "that differs from CPU also passes when tpu is elementwise at least as close to the float64 result as CPU is.",
+         "",
          "Status: `pass`; `FAIL` (wrong value or an error: reason given); `missing` (an ATen op without a tpu "
          "kernel: named); `-` (the OpInfo does not support that dtype on CPU); `skip` (CPU rejects every sample); "
          "`n/s` (the op needs a dtype tpu does not have, e.g. complex, and raises TypeError naming it); "
