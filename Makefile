@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-cpp test-py build deps bench clean
+.PHONY: demo test test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -24,6 +24,13 @@ test: build
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests -x -q -p no:cacheprovider
+
+# The OpInfo harness over all six dtypes (float32, bfloat16, float16, int64, int32, bool); regenerates
+# docs/op_coverage.md. OPINFO_MAX_SAMPLES=0 runs every sample input (hours); the default caps each op and dtype.
+OPINFO_MAX_SAMPLES ?= 24
+test-ops-full: build
+	$(PY) tests/opinfo/harness.py --max-samples $(OPINFO_MAX_SAMPLES) --json build/opinfo.json \
+	  --docs docs/op_coverage.md
 
 # System packages: the compiler cache and GoogleTest (Debian).
 $(VENV)/.system:

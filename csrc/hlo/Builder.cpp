@@ -533,4 +533,22 @@ std::pair<Value, Value> Builder::rngBitGenerator(Value state, const Type& bitsTy
   return {results[0], results[1]};
 }
 
+// Generic ops and while loops (op coverage, tests/opinfo).
+std::vector<Value> Builder::op(const char* fullName, std::span<const Value> operands, const std::vector<Type>& results,
+                               const std::string& attrs) {
+  std::vector<Value> rs = freshMulti(results);
+  emit(rs, fullName, operands, attrs);
+  return rs;
+}
+
+std::vector<Value> Builder::whileLoop(std::span<const Value> init, const RegionFn& cond, const RegionFn& body) {
+  std::vector<Type> types;
+  for (const Value& v : init) types.push_back(v.type);
+  std::string c = region(types, cond);
+  std::string bd = region(types, body);
+  std::vector<Value> rs = freshMulti(types);
+  emit(rs, "stablehlo.while", init, "", {c, bd});
+  return rs;
+}
+
 }  // namespace tpu::hlo

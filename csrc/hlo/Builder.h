@@ -101,6 +101,12 @@ class Builder {
   Value neg(Value x) { return unary("negate", x); }
   Value scalarLike(Value x, double v) { return full(Type{x.dtype(), x.shape()}, v); }
 
+  // Any op by its full name ("chlo.lgamma", "stablehlo.convolution", ...) with printed attributes (op coverage).
+  std::vector<Value> op(const char* fullName, std::span<const Value> operands, const std::vector<Type>& results,
+                        const std::string& attrs = "");
+  // stablehlo.while over the loop-carried values `init`: cond returns one i1 scalar, body the next values.
+  std::vector<Value> whileLoop(std::span<const Value> init, const RegionFn& cond, const RegionFn& body);
+
  private:
   Value fresh(const Type& t);
   std::vector<Value> freshMulti(const std::vector<Type>& ts);
