@@ -113,19 +113,35 @@ def test_unimplemented_op_names_schema_and_way_out():
     assert "aten::_fft_r2c" in msg and "TORCH_TPU_CPU_FALLBACK=1" in msg and "schema" in msg
 
 
-def test_cpu_fallback_runs_op_and_warns_once(monkeypatch):
-    # lgamma has no tpu lowering yet; when it gains one, pick another unlowered op here.
+# An operator with a CPU kernel only: on tpu it reaches the fallback, whatever gains a lowering later.
+_TEST_LIB = torch.library.Library("tpu_fallback_test", "DEF")
+_TEST_LIB.define("scaled(Tensor x, float s) -> Tensor")
+_TEST_LIB.define("scale_(Tensor(a!) x, float s) -> Tensor(a!)")
+_TEST_LIB.impl("scaled", lambda x, s: x * s, "CPU")
+_TEST_LIB.impl("scale_", lambda x, s: x.mul_(s), "CPU")
+
+
+def test_op_without_lowering_raises_without_fallback():
+    with pytest.raises(NotImplementedError, match="tpu_fallback_test::scaled"):
+        torch.ops.tpu_fallback_test.scaled(torch.ones(2, device="tpu"), 2.0)
+
+
+def test_cpu_fallback_runs_op_and_warns_once(monkeypatch, recwarn, capfd):
     monkeypatch.setenv("TORCH_TPU_CPU_FALLBACK", "1")
     base = torch.arange(1.0, 9.0).reshape(2, 4)
     x = base.to("tpu")
-    with pytest.warns(UserWarning, match="lgamma"):
-        got = torch.lgamma(x)
+    got = torch.ops.tpu_fallback_test.scaled(x, 3.0)
+    torch.ops.tpu_fallback_test.scaled(x, 3.0)
+    # The warning reaches Python's warnings, or stderr when no Python warning handler is active
+    # (operators called through torch.ops), exactly once.
+    messages = [str(w.message) for w in recwarn] + capfd.readouterr().err.splitlines()
+    assert len([m for m in messages if "tpu_fallback_test::scaled has no tpu lowering" in m]) == 1
     assert got.device.type == "tpu"
-    assert_close(got, torch.lgamma(base))
+    assert_close(got, base * 3)
     # In-place through a view must update the tpu base, as on CPU.
-    x[:, 1].lgamma_()
+    torch.ops.tpu_fallback_test.scale_(x[:, 1], -2.0)
     expected = base.clone()
-    expected[:, 1].lgamma_()
+    expected[:, 1].mul_(-2.0)
     assert_close(x, expected)
 
 
