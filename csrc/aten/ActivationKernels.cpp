@@ -14,31 +14,6 @@ using lowering::Activation;
 using lowering::ActivationGrad;
 using Scalars = std::vector<c10::Scalar>;
 
-// runPointwise over a runtime-sized list of arguments.
-template <class Body>
-void runArgs(Op op, const std::vector<Arg>& args, const at::Tensor& out, c10::ScalarType compute, Body&& body) {
-  if (out.numel() == 0) return;
-  int64_t scalarMask = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].isTensor()) op.in(args[i].tensor);
-    else {
-      op.scalar(args[i].scalar, compute);
-      scalarMask |= int64_t{1} << i;
-    }
-  }
-  std::vector<int64_t> shape = out.sizes().vec();
-  hlo::DType computeType = toHlo(compute);
-  size_t n = args.size();
-  op.attr(scalarMask).attr(static_cast<int64_t>(compute)).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
-    std::vector<hlo::Value> vals;
-    size_t ti = 0, si = 0;
-    for (size_t k = 0; k < n; ++k) {
-      hlo::Value v = (scalarMask >> k) & 1 ? ops[si++] : in[ti++];
-      vals.push_back(lowering::broadcastTo(b, b.convert(v, computeType), shape));
-    }
-    return ValueList{body(b, vals)};
-  });
-}
 
 // Which dtypes an op accepts (CPU raises NotImplementedError for the others).
 enum class Types { Float, NumericNoBool };
@@ -58,7 +33,7 @@ std::vector<Arg> withScalars(std::vector<Arg> args, const Scalars& p) {
 template <Activation K>
 struct Act {
   static void run(const char* name, const at::Tensor& self, const Scalars& p, const at::Tensor& out) {
-    runArgs(TPU_OP(name), withScalars({Arg::of(self)}, p), out, opmathType(self.scalar_type()),
+    runPointwise(TPU_OP(name), withScalars({Arg::of(self)}, p), out, opmathType(self.scalar_type()),
             [](hlo::Builder& b, std::vector<hlo::Value>& v) {
               return lowering::activation(b, K, v[0], std::span<const hlo::Value>(v).subspan(1));
             });
@@ -198,7 +173,7 @@ template <ActivationGrad K>
 struct Grad {
   static void run(const char* name, const Arg& g, const Arg& x, const Scalars& p, const at::Tensor& out,
                   c10::ScalarType result) {
-    runArgs(TPU_OP(name), withScalars({g, x}, p), out, opmathType(result),
+    runPointwise(TPU_OP(name), withScalars({g, x}, p), out, opmathType(result),
             [](hlo::Builder& b, std::vector<hlo::Value>& v) {
               return lowering::activationGrad(b, K, v[0], v[1], std::span<const hlo::Value>(v).subspan(2));
             });
@@ -420,7 +395,7 @@ struct TernaryOp {
   }
   // Lerp: (self, end, weight); addcmul/addcdiv: (self, tensor1, tensor2, value).
   static void run(const std::vector<Arg>& args, const at::Tensor& out, c10::ScalarType result) {
-    runArgs(TPU_OP(name()), args, out, opmathType(result), [](hlo::Builder& b, std::vector<hlo::Value>& v) {
+    runPointwise(TPU_OP(name()), args, out, opmathType(result), [](hlo::Builder& b, std::vector<hlo::Value>& v) {
       if constexpr (K == Ternary::Lerp) return lowering::lerp(b, v[0], v[1], v[2]);
       else if constexpr (K == Ternary::Addcmul) return lowering::addcmul(b, v[0], v[1], v[2], v[3]);
       else return lowering::addcdiv(b, v[0], v[1], v[2], v[3]);

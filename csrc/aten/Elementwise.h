@@ -4,6 +4,8 @@
 // in-place and out= variants, and one runner that broadcasts and converts.
 #include <ATen/ATen.h>
 
+#include <span>
+
 #include "OpRunner.h"
 #include "csrc/lowering/Elementwise.h"
 
@@ -33,7 +35,7 @@ void checkInplace(const char* op, const at::Tensor& self, c10::IntArrayRef shape
 // Runs `body` over `args` converted to `compute` and broadcast to out's shape.
 // `body(Builder&, std::vector<hlo::Value>&)` returns the result value.
 template <class Body>
-void runPointwise(Op op, std::initializer_list<const Arg*> args, const at::Tensor& out, c10::ScalarType compute,
+void runPointwise(Op op, std::span<const Arg* const> args, const at::Tensor& out, c10::ScalarType compute,
                   Body&& body) {
   if (out.numel() == 0) return;
   int64_t scalarMask = 0, i = 0;
@@ -56,6 +58,22 @@ void runPointwise(Op op, std::initializer_list<const Arg*> args, const at::Tenso
     }
     return ValueList{body(b, vals)};
   });
+}
+
+template <class Body>
+void runPointwise(Op op, std::initializer_list<const Arg*> args, const at::Tensor& out, c10::ScalarType compute,
+                  Body&& body) {
+  runPointwise(std::move(op), std::span<const Arg* const>(args.begin(), args.size()), out, compute,
+               std::forward<Body>(body));
+}
+
+// The same over a list of arguments built at run time.
+template <class Body>
+void runPointwise(Op op, const std::vector<Arg>& args, const at::Tensor& out, c10::ScalarType compute,
+                  Body&& body) {
+  std::vector<const Arg*> ptrs;
+  for (const Arg& a : args) ptrs.push_back(&a);
+  runPointwise(std::move(op), std::span<const Arg* const>(ptrs), out, compute, std::forward<Body>(body));
 }
 
 }  // namespace tpu::aten

@@ -19,30 +19,6 @@ namespace {
 using lowering::Special;
 
 // Runs `body` over tensors/scalars converted to `compute` and broadcast to out's shape.
-template <class Body>
-void runArgs(Op op, const std::vector<Arg>& args, const at::Tensor& out, c10::ScalarType compute, Body&& body) {
-  if (out.numel() == 0) return;
-  int64_t scalarMask = 0;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i].isTensor()) op.in(args[i].tensor);
-    else {
-      op.scalar(args[i].scalar, compute);
-      scalarMask |= int64_t{1} << i;
-    }
-  }
-  std::vector<int64_t> shape = out.sizes().vec();
-  hlo::DType ct = toHlo(compute);
-  size_t n = args.size();
-  op.attr(scalarMask).attr(static_cast<int64_t>(compute)).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
-    std::vector<hlo::Value> vals;
-    size_t ti = 0, si = 0;
-    for (size_t i = 0; i < n; ++i) {
-      hlo::Value v = (scalarMask >> i) & 1 ? ops[si++] : in[ti++];
-      vals.push_back(lowering::broadcastTo(b, b.convert(v, ct), shape));
-    }
-    return ValueList{body(b, vals)};
-  });
-}
 
 // How an op picks its result dtype from the promoted input dtype.
 enum class Kind {
@@ -84,7 +60,7 @@ const at::Tensor& firstTensor(const std::vector<Arg>& args) {
 template <Special K, Kind P>
 struct Rule {
   static void run(const char* name, const std::vector<Arg>& args, const at::Tensor& out, c10::ScalarType result) {
-    runArgs(TPU_OP(name), args, out, opmathType(result), [](hlo::Builder& b, std::vector<hlo::Value>& v) {
+    runPointwise(TPU_OP(name), args, out, opmathType(result), [](hlo::Builder& b, std::vector<hlo::Value>& v) {
       return lowering::special(b, K, v);
     });
   }
@@ -218,7 +194,7 @@ at::Tensor& polygammaOut(int64_t n, const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
   c10::ScalarType result = resultOf(Kind::Float, self.scalar_type(), "polygamma");
   prepareOut("polygamma", out, self.sizes(), result);
-  runArgs(TPU_OP("aten::polygamma").attr(n), {Arg::of(self)}, out, opmathType(result),
+  runPointwise(TPU_OP("aten::polygamma").attr(n), {Arg::of(self)}, out, opmathType(result),
           [n](hlo::Builder& b, std::vector<hlo::Value>& v) { return lowering::polygamma(b, n, v[0]); });
   return out;
 }
@@ -237,7 +213,7 @@ at::Tensor& roundDecimalsOut(const at::Tensor& self, int64_t decimals, at::Tenso
     return out;
   }
   // float16/bfloat16 round every step to their own precision on CPU: compute in that dtype too.
-  runArgs(TPU_OP("aten::round.decimals").attr(decimals), {Arg::of(self)}, out, self.scalar_type(),
+  runPointwise(TPU_OP("aten::round.decimals").attr(decimals), {Arg::of(self)}, out, self.scalar_type(),
           [decimals](hlo::Builder& b, std::vector<hlo::Value>& v) {
             return lowering::roundDecimals(b, v[0], decimals);
           });
@@ -267,7 +243,7 @@ at::Tensor& nanToNumOut(const at::Tensor& self, std::optional<double> nan, std::
   // Computed in the tensor's own dtype: the replacement values are of that dtype.
   std::vector<Arg> args{Arg::of(self), Arg::of(c10::Scalar(nan.value_or(0.0))),
                         Arg::of(c10::Scalar(posinf.value_or(hi))), Arg::of(c10::Scalar(neginf.value_or(lo)))};
-  runArgs(TPU_OP("aten::nan_to_num"), args, out, t, [](hlo::Builder& b, std::vector<hlo::Value>& v) {
+  runPointwise(TPU_OP("aten::nan_to_num"), args, out, t, [](hlo::Builder& b, std::vector<hlo::Value>& v) {
     return lowering::nanToNum(b, v[0], v[1], v[2], v[3]);
   });
   return out;
