@@ -324,6 +324,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_BINARY("special_xlog1py", Xlog1py, Float)
   TPU_SPECIAL_BINARY("special_zeta", Zeta, Float)
   TPU_SPECIAL_BINARY("nextafter", NextAfter, FloatOnly)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_t", ChebT, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_u", ChebU, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_v", ChebV, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_w", ChebW, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_t", ShiftT, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_u", ShiftU, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_v", ShiftV, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_w", ShiftW, Float)
+  TPU_SPECIAL_BINARY("special_hermite_polynomial_h", HermiteH, Float)
+  TPU_SPECIAL_BINARY("special_hermite_polynomial_he", HermiteHe, Float)
+  TPU_SPECIAL_BINARY("special_laguerre_polynomial_l", Laguerre, Float)
+  TPU_SPECIAL_BINARY("special_legendre_polynomial_p", Legendre, Float)
   m.impl("nextafter_", &Binary<Special::NextAfter, Kind::FloatOnly>::i);
   m.impl("heaviside", heaviside);
   m.impl("heaviside_", heaviside_);

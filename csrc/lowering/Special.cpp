@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "Elementwise.h"
+#include "Polynomial.h"
 
 namespace tpu::lowering {
 namespace {
@@ -329,6 +330,10 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
       return b.select(out, k(b, s, 0), r);
     }
     case Special::Rsub: return b.sub(a[1], b.mul(a[2], x));
+    case Special::ChebT: case Special::ChebU: case Special::ChebV: case Special::ChebW:
+    case Special::ShiftT: case Special::ShiftU: case Special::ShiftV: case Special::ShiftW:
+    case Special::HermiteH: case Special::HermiteHe: case Special::Laguerre: case Special::Legendre:
+      return orthoPoly(b, static_cast<Poly>(static_cast<int>(op) - static_cast<int>(Special::ChebT)), x, a[1]);
   }
   throw std::logic_error("unknown special op");
 }

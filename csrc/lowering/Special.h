@@ -24,6 +24,8 @@ enum class Special {
   Logit, LogitEps, LogitBackward, LogitBackwardEps,
   // (grad, x, ...) rsub: (x, y, alpha) -> y - alpha * x
   Rsub,
+  // (x, n): orthogonal polynomials (Polynomial.h), in Poly's order
+  ChebT, ChebU, ChebV, ChebW, ShiftT, ShiftU, ShiftV, ShiftW, HermiteH, HermiteHe, Laguerre, Legendre,
 };
 
 // `args` per the comments above; the result has the args' common shape.
