@@ -258,6 +258,16 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
                          b.select(b.compare(Cmp::EQ, x, k(b, x, 0)), k(b, x, 0), k(b, x, -INFINITY)));
       return b.select(isNan(b, x), x, r);
     }
+    case Special::SphericalJ0: {
+      // ATen: a Taylor series below |x| = 0.5, sin(x)/x above, 0 at +-inf.
+      Value x2 = b.mul(x, x);
+      const double c[] = {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800};
+      Value s = k(b, x, c[5]);
+      for (int i = 4; i >= 0; --i) s = b.add(k(b, x, c[i]), b.mul(x2, s));
+      Value series = b.add(k(b, x, 1), b.mul(x2, s));
+      Value r = b.select(b.compare(Cmp::LT, b.unary("abs", x), k(b, x, 0.5)), series, b.div(b.unary("sine", x), x));
+      return b.select(b.compare(Cmp::EQ, b.unary("abs", x), k(b, x, INFINITY)), k(b, x, 0), r);
+    }
     case Special::Angle: {
       Value r = b.select(b.compare(Cmp::LT, x, k(b, x, 0)), k(b, x, M_PI), k(b, x, 0));
       return b.select(isNan(b, x), x, r);

@@ -15,7 +15,7 @@ using hlo::Value;
 
 enum class Special {
   // one operand
-  Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle,
+  Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle, SphericalJ0,
   // two operands
   LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta,
   // (x, lambda): shrink ops; (grad, x, lambda): their backward
