@@ -2,7 +2,7 @@
 // (tests/opinfo): lgamma/digamma/polygamma/erfinv/zeta, Bessel i0/i1(e),
 // sinc, entr, angle, logaddexp(2), fmax/fmin, heaviside, nextafter, xlog1py,
 // hard/softshrink (+backward), logit (+backward), rsub, round(decimals),
-// nan_to_num, frexp. Each op has one rule writing into a given output; the
+// nan_to_num, frexp, gcd/lcm, orthogonal polynomials. Each op has one rule writing into a given output; the
 // functional, in-place and out= registrations allocate or reuse that output.
 #include <ATen/ExpandUtils.h>
 #include <ATen/Dispatch.h>
@@ -46,6 +46,7 @@ void runArgs(Op op, const std::vector<Arg>& args, const at::Tensor& out, c10::Sc
 
 // How an op picks its result dtype from the promoted input dtype.
 enum class Kind {
+  IntOnly,    // integers only (gcd, lcm)
   Float,      // integers and bool promote to the default float (lgamma, sinc, ...)
   FloatOnly,  // floating inputs only (CPU raises NotImplementedError for the others)
   Same,       // the promoted dtype (fmax, heaviside, ...)
@@ -53,6 +54,11 @@ enum class Kind {
 
 c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name) {
   if (k == Kind::Same) return promoted;
+  if (k == Kind::IntOnly) {
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(promoted, false), "\"", name, "\" not implemented for '",
+                                promoted, "'");
+    return promoted;
+  }
   if (k == Kind::FloatOnly)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(promoted), "\"", name, "\" not implemented for '", promoted, "'");
   return c10::isIntegralType(promoted, true) ? defaultFloat() : promoted;
@@ -327,6 +333,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_BINARY("special_xlog1py", Xlog1py, Float)
   TPU_SPECIAL_BINARY("special_zeta", Zeta, Float)
   TPU_SPECIAL_BINARY("nextafter", NextAfter, FloatOnly)
+  TPU_SPECIAL_BINARY("gcd", Gcd, IntOnly)
+  m.impl("gcd_", &Binary<Special::Gcd, Kind::IntOnly>::i);
+  TPU_SPECIAL_BINARY("lcm", Lcm, IntOnly)
+  m.impl("lcm_", &Binary<Special::Lcm, Kind::IntOnly>::i);
   TPU_SPECIAL_BINARY("special_chebyshev_polynomial_t", ChebT, Float)
   TPU_SPECIAL_BINARY("special_chebyshev_polynomial_u", ChebU, Float)
   TPU_SPECIAL_BINARY("special_chebyshev_polynomial_v", ChebV, Float)

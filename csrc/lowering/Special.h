@@ -17,7 +17,7 @@ enum class Special {
   // one operand
   Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle, SphericalJ0,
   // two operands
-  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta,
+  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta, Gcd, Lcm,
   // (x, lambda): shrink ops; (grad, x, lambda): their backward
   HardShrink, SoftShrink, ShrinkBackward,
   // (x[, eps]) and (grad, x[, eps]): logit with optional clamping (eps operand present)
