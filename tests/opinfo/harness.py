@@ -50,6 +50,8 @@ TOLERANCE_OVERRIDES: dict[str, dict[str, tuple[float, float]]] = {
     # 3-d convolutions sum hundreds of products per output, in another order than oneDNN.
     "nn.functional.conv3d": {"float32": (1e-4, 1e-4)},
     "nn.functional.conv_transpose3d": {"float32": (1e-4, 1e-4)},
+    # Inputs up to 1e4: CPU's own float32 gradient is off by 3e-3 from float64; tpu's by 4e-3 (scan order).
+    "logcumsumexp": {"grad": (1e-3, 1e-2)},
 }
 
 # Ops whose values are random: compare shape, dtype and distribution statistics, not values.
@@ -514,8 +516,8 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
                 if a.device.type != "tpu":
                     raise Mismatch(f"grad[{j}] on {a.device}")
                 try:
-                    torch.testing.assert_close(a.cpu(), e, rtol=GRAD_TOLERANCE[0], atol=GRAD_TOLERANCE[1],
-                                               equal_nan=True)
+                    grtol, gatol = TOLERANCE_OVERRIDES.get(key, {}).get("grad", GRAD_TOLERANCE)
+                    torch.testing.assert_close(a.cpu(), e, rtol=grtol, atol=gatol, equal_nan=True)
                 except AssertionError as err:
                     lines = [l.strip() for l in str(err).splitlines() if "Greatest" in l or "dtype" in l.lower()
                              or "shape" in l.lower()]
