@@ -1,5 +1,5 @@
 // Pooling: max_pool2d/3d_with_indices (+backward), avg_pool2d/3d (+backward),
-// adaptive average and max pooling 2d/3d (+backward), max_unpool2d/3d. 1-d pooling decomposes
+// adaptive average and max pooling 2d/3d (+backward), max_unpool2d/3d, im2col/col2im. 1-d pooling decomposes
 // into the 2-d ops. Pooled dims are the last 2 (3); leading dims are batch.
 // Max-pool backward scatters the gradient through the saved indices.
 #include <ATen/ATen.h>
@@ -307,6 +307,85 @@ at::Tensor& maxUnpool3dOut(const at::Tensor& self, const at::Tensor& indices, c1
   return maxUnpoolOut(self, indices, C10_AS_INTARRAYREF_SLOW(outputSize), out);
 }
 
+// ---- im2col / col2im (nn.functional.unfold / fold) -----------------------------------------
+
+lowering::PoolParams colParams(c10::IntArrayRef kernel, c10::IntArrayRef dilation, c10::IntArrayRef padding,
+                               c10::IntArrayRef stride, const char* op) {
+  lowering::PoolParams p;
+  p.kernel = expandArg(kernel, 2, "kernel_size", op);
+  p.dilation = expandArg(dilation, 2, "dilation", op);
+  p.padding = expandArg(padding, 2, "padding", op);
+  p.stride = expandArg(stride, 2, "stride", op);
+  for (int i = 0; i < 2; ++i)
+    TORCH_CHECK(p.kernel[i] > 0 && p.dilation[i] > 0 && p.stride[i] > 0 && p.padding[i] >= 0, op,
+                ": kernel size, dilation and stride should be greater than zero, padding non-negative");
+  return p;
+}
+
+at::Tensor& im2colOut(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef dilation,
+                      c10::IntArrayRef padding, c10::IntArrayRef stride, at::Tensor& out) {
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, "Expected 3D or 4D (batch mode) tensor for input with possible 0 "
+              "batch size and non-zero dimensions, but got: ", self.sizes());
+  lowering::PoolParams p = colParams(kernel, dilation, padding, stride, "im2col");
+  int64_t l = 1;
+  for (int i = 0; i < 2; ++i) {
+    int64_t o = lowering::poolOutputSize(self.size(-2 + i), p.kernel[i], p.padding[i], p.stride[i], p.dilation[i], false);
+    TORCH_CHECK(o > 0, "Given input with spatial size ", self.sizes(), ", kernel_size=", kernel, ", dilation=",
+                dilation, ", padding=", padding, ", calculated shape of the array of sliding blocks as non-positive");
+    l *= o;
+  }
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 3);
+  shape.push_back(self.size(-3) * p.kernel[0] * p.kernel[1]);
+  shape.push_back(l);
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  Op op = TPU_OP("aten::im2col");
+  op.in(self);
+  keyParams(op, p);
+  op.out(out).run([&](hlo::Builder& b, Values in, Values) { return ValueList{lowering::im2col(b, in[0], p)}; });
+  return out;
+}
+at::Tensor im2col(const at::Tensor& self, c10::IntArrayRef kernel, c10::IntArrayRef dilation,
+                  c10::IntArrayRef padding, c10::IntArrayRef stride) {
+  at::Tensor out = at::empty({0}, self.options());
+  return im2colOut(self, kernel, dilation, padding, stride, out);
+}
+
+at::Tensor& col2imOut(const at::Tensor& self, c10::SymIntArrayRef outputSize, c10::IntArrayRef kernel,
+                      c10::IntArrayRef dilation, c10::IntArrayRef padding, c10::IntArrayRef stride, at::Tensor& out) {
+  auto os = C10_AS_INTARRAYREF_SLOW(outputSize);
+  TORCH_CHECK(os.size() == 2, "It is expected output_size equals to 2, but got size ", os.size());
+  TORCH_CHECK(self.dim() == 2 || self.dim() == 3, "Expected 2D or 3D (batch mode) tensor for input with possible 0 "
+              "batch size and non-zero dimensions, but got: ", self.sizes());
+  lowering::PoolParams p = colParams(kernel, dilation, padding, stride, "col2im");
+  int64_t k = p.kernel[0] * p.kernel[1], l = 1;
+  TORCH_CHECK(self.size(-2) % k == 0, "Expected size of input's dimension 1 to be divisible by the product of "
+              "kernel_size, but got input.size(1)=", self.size(-2), " and kernel_size=", kernel);
+  for (int i = 0; i < 2; ++i)
+    l *= lowering::poolOutputSize(os[i], p.kernel[i], p.padding[i], p.stride[i], p.dilation[i], false);
+  TORCH_CHECK(self.size(-1) == l, "Given output_size=", os, ", kernel_size=", kernel, ", dilation=", dilation,
+              ", padding=", padding, ", stride=", stride, ", expected size of input's dimension 2 to match the "
+              "calculated number of sliding blocks ", l, ", but got input.size(2)=", self.size(-1), ".");
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - 2), size(os.begin(), os.end());
+  shape.push_back(self.size(-2) / k);
+  shape.insert(shape.end(), os.begin(), os.end());
+  at::native::resize_output(out, shape);
+  if (out.numel() == 0) return out;
+  hlo::DType ct = toHlo(opmathType(self.scalar_type()));
+  Op op = TPU_OP("aten::col2im");
+  op.in(self);
+  keyParams(op, p);
+  op.attrs(size).out(out).run([&](hlo::Builder& b, Values in, Values) {
+    return ValueList{lowering::col2im(b, b.convert(in[0], ct), size, p)};
+  });
+  return out;
+}
+at::Tensor col2im(const at::Tensor& self, c10::SymIntArrayRef outputSize, c10::IntArrayRef kernel,
+                  c10::IntArrayRef dilation, c10::IntArrayRef padding, c10::IntArrayRef stride) {
+  at::Tensor out = at::empty({0}, self.options());
+  return col2imOut(self, outputSize, kernel, dilation, padding, stride, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -340,6 +419,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("adaptive_max_pool2d_backward.grad_input", adaptiveMaxBackwardOut<2>);
   m.impl("adaptive_max_pool3d_backward", adaptiveMaxBackward<3>);
   m.impl("adaptive_max_pool3d_backward.grad_input", adaptiveMaxBackwardOut<3>);
+  m.impl("im2col", im2col);
+  m.impl("im2col.out", im2colOut);
+  m.impl("col2im", col2im);
+  m.impl("col2im.out", col2imOut);
   m.impl("max_unpool2d", maxUnpool2d);
   m.impl("max_unpool2d.out", maxUnpool2dOut);
   m.impl("max_unpool3d", maxUnpool3d);

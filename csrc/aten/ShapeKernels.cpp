@@ -414,8 +414,11 @@ at::Tensor& linspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_
   TPU_OP("aten::linspace")
       .scalar(start, t)
       .scalar(end, t)
+      .scalar(c10::Scalar(std::max<int64_t>(steps - 1, 1)), at::kDouble)
       .out(out)
-      .run([steps](hlo::Builder& b, Values, Values s) { return ValueList{lowering::linspace(b, s[0], s[1], steps)}; });
+      .run([steps](hlo::Builder& b, Values, Values s) {
+        return ValueList{lowering::linspace(b, s[0], s[1], steps, s[2])};
+      });
   return out;
 }
 

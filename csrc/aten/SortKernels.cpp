@@ -289,12 +289,13 @@ at::Tensor isinTensorScalar(const at::Tensor& elements, const c10::Scalar& test,
 
 // ---- unique: the number of runs is read from the device, then the values built -----------
 
-// dim >= 0: unique_consecutive of the slices along dim (sort must be false).
+// dim >= 0: unique (sort) or unique_consecutive of the slices along dim.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueImpl(const at::Tensor& self, bool sort, bool returnInverse,
                                                           bool returnCounts, int64_t dim = -1) {
   auto runsOf = [&](hlo::Builder& b, hlo::Value x) {
-    return dim >= 0 ? lowering::runsAlong(b, x.dtype() == hlo::DType::Pred ? b.convert(x, hlo::DType::U8) : x, dim)
-                    : lowering::runs(b, sortable(b, x), sort);
+    hlo::Value v = x.dtype() == hlo::DType::Pred ? b.convert(x, hlo::DType::U8) : x;
+    if (dim >= 0) return sort ? lowering::runsAlongSorted(b, v, dim) : lowering::runsAlong(b, v, dim);
+    return lowering::runs(b, sortable(b, x), sort);
   };
   int64_t n = dim >= 0 ? self.size(dim) : self.numel();
   at::Tensor count = at::empty({}, self.options().dtype(at::kLong));
@@ -352,6 +353,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> unique2(const at::Tensor& self, b
 std::tuple<at::Tensor, at::Tensor> uniqueOld(const at::Tensor& self, bool sorted, bool returnInverse) {
   auto [v, i, c] = uniqueImpl(self, true, returnInverse, false);
   return {v, i};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueDim(const at::Tensor& self, int64_t dim, bool sorted,
+                                                         bool returnInverse, bool returnCounts) {
+  int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.dim() > 0, "unique_dim: expected a tensor with at least one dimension");
+  int64_t rest = self.size(d) ? self.numel() / self.size(d) : 0;
+  // One sort operand per element of a slice: bounded so the program stays small.
+  TORCH_CHECK_NOT_IMPLEMENTED(rest <= 256, "unique(dim=", dim, ") on tpu supports slices of at most 256 elements, got ",
+                              rest, "; move the tensor to the CPU for this call");
+  return uniqueImpl(self, true, returnInverse, returnCounts, d);
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor> uniqueConsecutive(const at::Tensor& self, bool returnInverse,
                                                                  bool returnCounts, std::optional<int64_t> dim) {
@@ -477,6 +488,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_unique2", unique2);
   m.impl("_unique", uniqueOld);
   m.impl("unique_consecutive", uniqueConsecutive);
+  m.impl("unique_dim", uniqueDim);
   m.impl("equal", equal);
   m.impl("vdot", vdot);
   m.impl("trace", trace);

@@ -2,7 +2,7 @@
 // (tests/opinfo): lgamma/digamma/polygamma/erfinv/zeta, Bessel i0/i1(e),
 // sinc, entr, angle, logaddexp(2), fmax/fmin, heaviside, nextafter, xlog1py,
 // hard/softshrink (+backward), logit (+backward), rsub, round(decimals),
-// nan_to_num, frexp. Each op has one rule writing into a given output; the
+// nan_to_num, frexp, gcd/lcm, orthogonal polynomials. Each op has one rule writing into a given output; the
 // functional, in-place and out= registrations allocate or reuse that output.
 #include <ATen/ExpandUtils.h>
 #include <ATen/Dispatch.h>
@@ -22,6 +22,7 @@ using lowering::Special;
 
 // How an op picks its result dtype from the promoted input dtype.
 enum class Kind {
+  IntOnly,    // integers only (gcd, lcm)
   Float,      // integers and bool promote to the default float (lgamma, sinc, ...)
   FloatOnly,  // floating inputs only (CPU raises NotImplementedError for the others)
   Same,       // the promoted dtype (fmax, heaviside, ...)
@@ -29,6 +30,11 @@ enum class Kind {
 
 c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name) {
   if (k == Kind::Same) return promoted;
+  if (k == Kind::IntOnly) {
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(promoted, false), "\"", name, "\" not implemented for '",
+                                promoted, "'");
+    return promoted;
+  }
   if (k == Kind::FloatOnly)
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(promoted), "\"", name, "\" not implemented for '", promoted, "'");
   return c10::isIntegralType(promoted, true) ? defaultFloat() : promoted;
@@ -293,6 +299,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_UNARY("special_i1e", I1e, Float)
   TPU_SPECIAL_UNARY("special_entr", Entr, Float)
   TPU_SPECIAL_UNARY("angle", Angle, Float)
+  TPU_SPECIAL_UNARY("special_modified_bessel_i0", I0, Float)
+  TPU_SPECIAL_UNARY("special_modified_bessel_i1", I1, Float)
+  TPU_SPECIAL_UNARY("special_spherical_bessel_j0", SphericalJ0, Float)
   TPU_SPECIAL_BINARY("logaddexp", LogAddExp, FloatOnly)
   TPU_SPECIAL_BINARY("logaddexp2", LogAddExp2, FloatOnly)
   TPU_SPECIAL_BINARY("fmax", FMax, Same)
@@ -300,6 +309,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_BINARY("special_xlog1py", Xlog1py, Float)
   TPU_SPECIAL_BINARY("special_zeta", Zeta, Float)
   TPU_SPECIAL_BINARY("nextafter", NextAfter, FloatOnly)
+  TPU_SPECIAL_BINARY("gcd", Gcd, IntOnly)
+  m.impl("gcd_", &Binary<Special::Gcd, Kind::IntOnly>::i);
+  TPU_SPECIAL_BINARY("lcm", Lcm, IntOnly)
+  m.impl("lcm_", &Binary<Special::Lcm, Kind::IntOnly>::i);
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_t", ChebT, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_u", ChebU, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_v", ChebV, Float)
+  TPU_SPECIAL_BINARY("special_chebyshev_polynomial_w", ChebW, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_t", ShiftT, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_u", ShiftU, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_v", ShiftV, Float)
+  TPU_SPECIAL_BINARY("special_shifted_chebyshev_polynomial_w", ShiftW, Float)
+  TPU_SPECIAL_BINARY("special_hermite_polynomial_h", HermiteH, Float)
+  TPU_SPECIAL_BINARY("special_hermite_polynomial_he", HermiteHe, Float)
+  TPU_SPECIAL_BINARY("special_laguerre_polynomial_l", Laguerre, Float)
+  TPU_SPECIAL_BINARY("special_legendre_polynomial_p", Legendre, Float)
   m.impl("nextafter_", &Binary<Special::NextAfter, Kind::FloatOnly>::i);
   m.impl("heaviside", heaviside);
   m.impl("heaviside_", heaviside_);

@@ -295,4 +295,68 @@ std::pair<Value, Value> adaptiveMaxPool(Builder& b, Value x, const std::vector<i
   return {x, idx};
 }
 
+Value im2col(Builder& b, Value x, const PoolParams& p) {
+  size_t nd = p.kernel.size(), lead = x.rank() - nd;
+  Geometry g = geometry(x.shape(), p);
+  Value xp = padLast(b, x, b.constant(x.dtype(), 0), g.lo, g.hi);
+  int64_t l = 1;
+  for (int64_t o : g.out) l *= o;
+  hlo::Shape one(x.shape().begin(), x.shape().begin() + lead);  // [..., C]
+  one.push_back(1);
+  one.push_back(l);
+  std::vector<Value> cols;
+  forEachOffset(p.kernel, [&](const std::vector<int64_t>& o) { cols.push_back(b.reshape(window(b, xp, o, g, p), one)); });
+  Value r = b.concatenate(cols, static_cast<int64_t>(lead));  // [..., C, K, L]
+  hlo::Shape out(x.shape().begin(), x.shape().begin() + lead - 1);
+  out.push_back(x.shape()[lead - 1] * static_cast<int64_t>(cols.size()));
+  out.push_back(l);
+  return b.reshape(r, out);
+}
+
+Value col2im(Builder& b, Value cols, const std::vector<int64_t>& size, const PoolParams& p) {
+  size_t nd = p.kernel.size();
+  int64_t k = 1;
+  for (int64_t v : p.kernel) k *= v;
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < nd; ++i)
+    out.push_back(poolOutputSize(size[i], p.kernel[i], p.padding[i], p.stride[i], p.dilation[i], false));
+  int64_t lead = cols.rank() - 1;  // [..., C*K, L]
+  hlo::Shape split(cols.shape().begin(), cols.shape().begin() + lead - 1 + 1);
+  split.back() = cols.shape()[lead - 1] / k;  // C
+  split.push_back(k);
+  for (int64_t o : out) split.push_back(o);
+  Value c = b.reshape(cols, split);  // [..., C, K, oh, ow]
+  int64_t kd = lead;                 // the K dim
+  hlo::Shape padded(split.begin(), split.begin() + kd);
+  for (size_t i = 0; i < nd; ++i) padded.push_back(size[i] + 2 * p.padding[i]);
+  Value acc = b.full(hlo::Type{cols.dtype(), padded}, 0);
+  Value zero = b.constant(cols.dtype(), 0);
+  int64_t t = 0;
+  forEachOffset(p.kernel, [&](const std::vector<int64_t>& o) {
+    std::vector<int64_t> start(c.rank(), 0), limit = c.shape(), strides(c.rank(), 1);
+    start[kd] = t;
+    limit[kd] = t + 1;
+    hlo::Shape piece(split.begin(), split.begin() + kd);
+    for (int64_t v : out) piece.push_back(v);
+    Value w = b.reshape(b.slice(c, start, limit, strides), piece);
+    int64_t r = static_cast<int64_t>(piece.size());
+    std::vector<int64_t> lo(r, 0), hi(r, 0), interior(r, 0);
+    for (size_t i = 0; i < nd; ++i) {
+      size_t d = r - nd + i;
+      lo[d] = o[i] * p.dilation[i];
+      interior[d] = p.stride[i] - 1;
+      hi[d] = padded[d] - lo[d] - ((out[i] - 1) * p.stride[i] + 1);
+    }
+    acc = b.add(acc, b.pad(w, zero, lo, hi, interior));
+    ++t;
+  });
+  int64_t r = acc.rank();
+  std::vector<int64_t> start(r, 0), limit = acc.shape(), strides(r, 1);
+  for (size_t i = 0; i < nd; ++i) {
+    start[r - nd + i] = p.padding[i];
+    limit[r - nd + i] = p.padding[i] + size[i];
+  }
+  return b.slice(acc, start, limit, strides);
+}
+
 }  // namespace tpu::lowering

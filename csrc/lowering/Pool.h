@@ -36,4 +36,9 @@ Value adaptiveAvgPoolBackward(Builder& b, Value g, const std::vector<int64_t>& i
 // Adaptive max pooling: {values, indices (S64, flat position in the plane)}.
 std::pair<Value, Value> adaptiveMaxPool(Builder& b, Value x, const std::vector<int64_t>& out);
 
+// im2col: x [..., C, H, W] -> [..., C*kh*kw, oh*ow] (channel-major, then kernel offsets); and its adjoint
+// col2im: [..., C*kh*kw, oh*ow] -> [..., C, H, W] with `size` = {H, W}.
+Value im2col(Builder& b, Value x, const PoolParams& p);
+Value col2im(Builder& b, Value cols, const std::vector<int64_t>& size, const PoolParams& p);
+
 }  // namespace tpu::lowering

@@ -71,14 +71,16 @@ Value arange(Builder& b, Value start, Value step, int64_t n) {
   return b.add(b.broadcast(start, shape), b.mul(b.broadcast(step, shape), i));
 }
 
-Value linspace(Builder& b, Value start, Value end, int64_t steps) {
+Value linspace(Builder& b, Value start, Value end, int64_t steps, Value divisor) {
   hlo::Shape shape{steps};
   DType t = start.dtype();
   if (steps == 1) return b.broadcast(start, shape);
   // Integers: start and end are cast to the integer type, the step is float64.
   DType stepType = hlo::isFloat(t) ? t : DType::F64;
   Value s = b.convert(start, stepType), e = b.convert(end, stepType);
-  Value step = b.div(b.sub(e, s), b.constant(stepType, static_cast<double>(steps - 1)));
+  // steps - 1 arrives as an operand: XLA turns a division by a constant into a multiplication by its
+  // reciprocal, which is not exact (linspace(50, 1, 50) as int64 would truncate 24.999... to 24).
+  Value step = b.div(b.sub(e, s), b.convert(divisor, stepType));
   Value i = b.iota(hlo::Type{DType::S64, shape}, 0);
   Value fi = b.convert(i, stepType);
   Value stepB = b.broadcast(step, shape);

@@ -34,7 +34,8 @@ Value maskedFill(Builder& b, Value x, Value mask, Value value);
 Value arange(Builder& b, Value start, Value step, int64_t n);
 // PyTorch's linspace: the first half counts up from start, the second half
 // down from end, in the dtype of `start` (integers compute in float64).
-Value linspace(Builder& b, Value start, Value end, int64_t steps);
+// `divisor` is steps - 1 as an F64 operand (not a constant, so the division stays exact).
+Value linspace(Builder& b, Value start, Value end, int64_t steps, Value divisor);
 // Identity matrix n x m (pred).
 Value eye(Builder& b, int64_t n, int64_t m);
 

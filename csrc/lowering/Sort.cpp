@@ -197,6 +197,38 @@ Runs runsAlong(Builder& b, Value x, int64_t dim) {
   return r;
 }
 
+Runs runsAlongSorted(Builder& b, Value x, int64_t dim) {
+  Runs base = runsAlong(b, x, dim);  // rows [n, rest] in input order
+  int64_t n = base.values.shape()[0], rest = base.values.shape()[1];
+  if (n == 0) return base;
+  // Sort rows lexicographically: one sort operand per column, then the row index.
+  std::vector<Value> ops;
+  for (int64_t c = 0; c < rest; ++c) ops.push_back(b.reshape(b.slice(base.values, {0, c}, {n, c + 1}, {1, 1}), {n}));
+  ops.push_back(iotaLike(b, {n}, 0));
+  auto sorted = b.sort(ops, 0, true, [rest](Builder& rb, std::span<const Value> a) {
+    // a = (col0_l, col0_r, col1_l, col1_r, ...): l < r at the first column where they differ.
+    Value lt = rb.constant(DType::Pred, 0), eq = rb.constant(DType::Pred, 1);
+    for (int64_t c = 0; c < rest; ++c) {
+      Value l = a[2 * c], r = a[2 * c + 1];
+      lt = rb.binary("or", lt, rb.binary("and", eq, before(rb, l, r, false)));
+      eq = rb.binary("and", eq, rb.compare(Cmp::EQ, l, r));
+    }
+    return std::vector<Value>{lt};
+  });
+  std::vector<Value> cols;
+  for (int64_t c = 0; c < rest; ++c) cols.push_back(b.reshape(sorted[c], {n, 1}));
+  Runs r;
+  r.values = rest ? b.concatenate(cols, 1) : base.values;
+  r.perm = sorted[rest];
+  Value differ = b.compare(Cmp::NE, b.slice(r.values, {1, 0}, {n, rest}, {1, 1}), b.slice(r.values, {0, 0}, {n - 1, rest}, {1, 1}));
+  Value f = b.constant(DType::Pred, 0);
+  Value any = b.reduce({&differ, 1}, {&f, 1}, {1}, [](Builder& rb, std::span<const Value> a) {
+    return std::vector<Value>{rb.binary("or", a[0], a[1])};
+  })[0];
+  r.first = b.pad(any, b.constant(DType::Pred, 1), {1}, {0}, {0});
+  return r;
+}
+
 Runs runs(Builder& b, Value x, bool sort) {
   int64_t n = x.type.numel();
   Value flat = b.reshape(x, {n});

@@ -37,6 +37,8 @@ struct Runs {
   Value values, perm, first;
 };
 Runs runs(Builder& b, Value x, bool sort);
+// unique along dim: the slices along dim sorted lexicographically (their elements in row-major order).
+Runs runsAlongSorted(Builder& b, Value x, int64_t dim);
 // unique_consecutive along dim: runs of equal slices; `values` holds the slices as rows [n, rest].
 Runs runsAlong(Builder& b, Value x, int64_t dim);
 // Given the number of runs: {unique values [count], inverse [n] (S64, original order), counts [count] (S64)}.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "Elementwise.h"
+#include "Polynomial.h"
 
 namespace tpu::lowering {
 namespace {
@@ -225,6 +226,29 @@ Value digamma(Builder& b, Value x) {
   return b.select(zero, inf, b.select(negInt, k(b, x, NAN), r));
 }
 
+// Euclid's algorithm on |x|, |y| (integers), every element until all are done, as ATen's calc_gcd.
+Value gcd(Builder& b, Value x, Value y) {
+  Value init[] = {b.unary("abs", x), b.unary("abs", y)};  // (b, a) of calc_gcd: loop while a != 0
+  auto out = b.whileLoop(
+      init,
+      [](Builder& r, std::span<const Value> v) {
+        Value nz = r.compare(Cmp::NE, v[1], r.scalarLike(v[1], 0));
+        Value f = r.constant(DType::Pred, 0);
+        std::vector<int64_t> dims;
+        for (int64_t i = 0; i < nz.rank(); ++i) dims.push_back(i);
+        return std::vector<Value>{r.reduce({&nz, 1}, {&f, 1}, dims, [](Builder& rb, std::span<const Value> a) {
+          return std::vector<Value>{rb.binary("or", a[0], a[1])};
+        })[0]};
+      },
+      [](Builder& r, std::span<const Value> v) {
+        Value zero = r.compare(Cmp::EQ, v[1], r.scalarLike(v[1], 0));
+        Value safe = r.select(zero, r.scalarLike(v[1], 1), v[1]);
+        Value rem = r.binary("remainder", v[0], safe);
+        return std::vector<Value>{r.select(zero, v[0], v[1]), r.select(zero, v[1], rem)};
+      });
+  return out[0];
+}
+
 Value logit(Builder& b, Value x) { return b.unary("log", b.div(x, b.sub(k(b, x, 1), x))); }
 
 }  // namespace
@@ -256,6 +280,16 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
       Value r = b.select(b.compare(Cmp::GT, x, k(b, x, 0)), b.neg(b.mul(x, b.unary("log", x))),
                          b.select(b.compare(Cmp::EQ, x, k(b, x, 0)), k(b, x, 0), k(b, x, -INFINITY)));
       return b.select(isNan(b, x), x, r);
+    }
+    case Special::SphericalJ0: {
+      // ATen: a Taylor series below |x| = 0.5, sin(x)/x above, 0 at +-inf.
+      Value x2 = b.mul(x, x);
+      const double c[] = {-1.0 / 6, 1.0 / 120, -1.0 / 5040, 1.0 / 362880, -1.0 / 39916800, 1.0 / 6227020800};
+      Value s = k(b, x, c[5]);
+      for (int i = 4; i >= 0; --i) s = b.add(k(b, x, c[i]), b.mul(x2, s));
+      Value series = b.add(k(b, x, 1), b.mul(x2, s));
+      Value r = b.select(b.compare(Cmp::LT, b.unary("abs", x), k(b, x, 0.5)), series, b.div(b.unary("sine", x), x));
+      return b.select(b.compare(Cmp::EQ, b.unary("abs", x), k(b, x, INFINITY)), k(b, x, 0), r);
     }
     case Special::Angle: {
       Value r = b.select(b.compare(Cmp::LT, x, k(b, x, 0)), k(b, x, M_PI), k(b, x, 0));
@@ -295,6 +329,13 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
       return b.select(isNan(b, y), y, r);
     }
     case Special::Zeta: return zetaCephes(b, x, a[1]);
+    case Special::Gcd: return gcd(b, x, a[1]);
+    case Special::Lcm: {
+      Value g = gcd(b, x, a[1]);
+      Value zero = b.compare(Cmp::EQ, g, k(b, g, 0));
+      Value q = b.div(x, b.select(zero, k(b, g, 1), g));
+      return b.select(zero, k(b, g, 0), b.unary("abs", b.mul(q, a[1])));
+    }
     case Special::HardShrink: {
       Value l = a[1];
       Value inside = b.binary("and", b.compare(Cmp::GE, x, b.neg(l)), b.compare(Cmp::LE, x, l));
@@ -329,6 +370,10 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
       return b.select(out, k(b, s, 0), r);
     }
     case Special::Rsub: return b.sub(a[1], b.mul(a[2], x));
+    case Special::ChebT: case Special::ChebU: case Special::ChebV: case Special::ChebW:
+    case Special::ShiftT: case Special::ShiftU: case Special::ShiftV: case Special::ShiftW:
+    case Special::HermiteH: case Special::HermiteHe: case Special::Laguerre: case Special::Legendre:
+      return orthoPoly(b, static_cast<Poly>(static_cast<int>(op) - static_cast<int>(Special::ChebT)), x, a[1]);
   }
   throw std::logic_error("unknown special op");
 }

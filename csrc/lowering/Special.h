@@ -15,15 +15,17 @@ using hlo::Value;
 
 enum class Special {
   // one operand
-  Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle,
+  Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle, SphericalJ0,
   // two operands
-  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta,
+  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta, Gcd, Lcm,
   // (x, lambda): shrink ops; (grad, x, lambda): their backward
   HardShrink, SoftShrink, ShrinkBackward,
   // (x[, eps]) and (grad, x[, eps]): logit with optional clamping (eps operand present)
   Logit, LogitEps, LogitBackward, LogitBackwardEps,
   // (grad, x, ...) rsub: (x, y, alpha) -> y - alpha * x
   Rsub,
+  // (x, n): orthogonal polynomials (Polynomial.h), in Poly's order
+  ChebT, ChebU, ChebV, ChebW, ShiftT, ShiftU, ShiftV, ShiftW, HermiteH, HermiteHe, Laguerre, Legendre,
 };
 
 // `args` per the comments above; the result has the args' common shape.

@@ -50,6 +50,8 @@ TOLERANCE_OVERRIDES: dict[str, dict[str, tuple[float, float]]] = {
     # 3-d convolutions sum hundreds of products per output, in another order than oneDNN.
     "nn.functional.conv3d": {"float32": (1e-4, 1e-4)},
     "nn.functional.conv_transpose3d": {"float32": (1e-4, 1e-4)},
+    # Inputs up to 1e4: CPU's own float32 gradient is off by 3e-3 from float64; tpu's by 4e-3 (scan order).
+    "logcumsumexp": {"grad": (1e-3, 1e-2)},
 }
 
 # Ops whose values are random: compare shape, dtype and distribution statistics, not values.
@@ -514,8 +516,8 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
                 if a.device.type != "tpu":
                     raise Mismatch(f"grad[{j}] on {a.device}")
                 try:
-                    torch.testing.assert_close(a.cpu(), e, rtol=GRAD_TOLERANCE[0], atol=GRAD_TOLERANCE[1],
-                                               equal_nan=True)
+                    grtol, gatol = TOLERANCE_OVERRIDES.get(key, {}).get("grad", GRAD_TOLERANCE)
+                    torch.testing.assert_close(a.cpu(), e, rtol=grtol, atol=gatol, equal_nan=True)
                 except AssertionError as err:
                     lines = [l.strip() for l in str(err).splitlines() if "Greatest" in l or "dtype" in l.lower()
                              or "shape" in l.lower()]
@@ -760,12 +762,13 @@ def write_docs(path, records, dtypes, meta):
          "Gradient: `pass`, `FAIL`, `missing`, `n/a` (not differentiable), `blocked` (forward fails).", "",
          "## Summary", "",
          f"{len(rows)} OpInfo entries; run took {meta.get('seconds', 0):.0f} s.", "",
-         "| dtype | pass | fail | missing | unsupported | other |", "| --- | --- | --- | --- | --- | --- |"]
+         "| dtype | pass | FAIL | missing | n/s | skip | - (dtype not in the OpInfo) | CRASH/TIMEOUT/ERROR |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for d in dtypes:
         c = counts[d]
-        other = sum(v for k, v in c.items() if k not in ("pass", "fail", "missing", "unsupported"))
-        L.append(f"| {d} | {c.get('pass', 0)} | {c.get('fail', 0)} | {c.get('missing', 0)} | "
-                 f"{c.get('unsupported', 0)} | {other} |")
+        bad = c.get("crash", 0) + c.get("timeout", 0) + c.get("error", 0)
+        L.append(f"| {d} | {c.get('pass', 0)} | {c.get('fail', 0)} | {c.get('missing', 0)} | {c.get('nodtype', 0)} | "
+                 f"{c.get('skip', 0)} | {c.get('unsupported', 0)} | {bad} |")
     if "float32" in dtypes:
         L += ["", "float32 gradients: " + ", ".join(f"{k} {v}" for k, v in sorted(grad.items())) + "."]
     # Most wanted kernels: how many rows each missing ATen op blocks.
@@ -779,10 +782,21 @@ def write_docs(path, records, dtypes, meta):
         top = sorted(want.items(), key=lambda kv: -len(kv[1]))[:30]
         L += ["", "Most wanted kernels (OpInfo entries each would unblock): "
               + ", ".join(f"`{k}` ({len(v)})" for k, v in top) + "."]
-    L += ["", "## float64 and complex", "",
+    timed = sorted((r for r in records if r.get("time")), key=lambda r: -r["time"])[:12]
+    if timed:
+        L += ["", "Slowest entries (seconds, compiles included): "
+              + ", ".join(f"`{r['key']}` {r['dtype']} {r['time']:.1f}" for r in timed) + "."]
+    L += ["", "## What does not run", "",
+          "An op without a tpu kernel raises `NotImplementedError` naming the ATen overload and its schema (the CPU "
+          "fallback is opt-in: `TORCH_TPU_CPU_FALLBACK=1`); a dtype an op does not support raises the error CPU "
+          "raises (`NotImplementedError: \"op\" not implemented for 'Bool'`, ...). Ops whose output shape depends on "
+          "the data (nonzero, unique, masked_select, boolean indexing) read a count from the device (a sync).", "",
+          "## float64 and complex", "",
           "float64 runs where the PJRT plugin supports it (the XLA CPU plugin does; TPUs do not) and is not part of "
-          "this table. Complex dtypes are not supported: creating or moving a complex tensor to tpu raises "
-          "`TypeError` naming the dtype, so ops on complex inputs fail loudly, never with a wrong value.", "",
+          "this table; polygamma (n >= 2) and zeta accumulate in float64 internally, as CPU does, so on a TPU they "
+          "need the plugin's float64 emulation. Complex dtypes are not supported: creating or moving a complex "
+          "tensor to tpu raises `TypeError` naming the dtype (`n/s` rows), so ops on complex inputs fail loudly, "
+          "never with a wrong value.", "",
           "## Per op", "", "| OpInfo | " + " | ".join(dtypes) + " | grad (float32) | reason |",
           "| --- |" + " --- |" * (len(dtypes) + 2)]
     for key in sorted(rows):
@@ -818,6 +832,8 @@ def main(argv=None):
     p.add_argument("--json", default="", help="write the records here")
     p.add_argument("--docs", default="", help="write the markdown table here")
     p.add_argument("--expected", default="", help="write the passing entries here (expected_pass.txt)")
+    p.add_argument("--from-json", default="", help="do not run: take the records of an earlier --json run "
+                   "(comma-separated files; a later file's rows replace an earlier one's) and write --docs/--expected")
     p.add_argument("-v", "--verbose", action="store_true")
     a = p.parse_args(argv)
     if a.worker:
@@ -826,6 +842,23 @@ def main(argv=None):
 
     dtypes = [d for d in a.dtypes.split(",") if d]
     keys = set(a.ops.split(",")) if a.ops else None
+    if a.from_json:
+        rows, meta = {}, {}
+        for path in a.from_json.split(","):
+            with open(path) as f:
+                data = json.load(f)
+            meta = meta or data["meta"]
+            for r in data["records"]:
+                rows[(r["key"], r["dtype"])] = r
+        records = list(rows.values())
+        if a.docs:
+            write_docs(a.docs, records, meta.get("dtypes", dtypes), meta)
+        if a.expected:
+            write_expected(a.expected, records)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"meta": meta, "records": records}, f, indent=0)
+        return
     t0 = time.time()
     jobs, unsupported = list_jobs(dtypes, set(a.grad_dtypes.split(",")), a.max_samples, keys)
     n = [0]
@@ -852,13 +885,14 @@ def main(argv=None):
     print("float32 grad", grad, f"({secs:.0f} s)")
 
 
-def write_expected(path, records):
-    lines = sorted(passing(records) | passing(records, grad=True))
+def write_expected(path, records, dtypes=("float32", "bfloat16")):
+    """The entries test_opinfo.py asserts: forward passes at its dtypes and float32 gradient passes."""
+    lines = sorted({e for e in passing(records) if e.split()[1] in dtypes} | passing(records, grad=True))
     with open(path, "w") as f:
         f.write("# OpInfo entries that pass natively on tpu (tests/opinfo/test_opinfo.py asserts them).\n"
                 "# '<OpInfo> <dtype>' = forward passes at that dtype; '<OpInfo> grad' = float32 gradients pass.\n"
-                "# Regenerate: python tests/opinfo/harness.py --dtypes float32,bfloat16 --max-samples 8 "
-                "--expected tests/opinfo/expected_pass.txt\n")
+                "# Regenerate: python tests/opinfo/harness.py --max-samples 8 --expected tests/opinfo/expected_pass.txt "
+                "(only float32/bfloat16 rows are kept)\n")
         f.write("\n".join(lines) + "\n")
 
 
