@@ -11,14 +11,17 @@ own test item. New passes are printed; add them with
 """
 import os
 import sys
+import time
 
 import pytest
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
 DTYPES = ["float32", "bfloat16"]
 MAX_SAMPLES = 8
+REPORT_DIR = os.path.join(harness.ROOT, "build")
 EXPECTED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "expected_pass.txt")
 
 
@@ -35,19 +38,21 @@ EXPECTED = [e for e in _expected() if not ONLY or e.split()[0] in ONLY]
 @pytest.fixture(scope="module")
 def results():
     keys = {e.split()[0] for e in EXPECTED}
+    t0 = time.time()
     jobs, unsupported = harness.list_jobs(DTYPES, {"float32"}, MAX_SAMPLES, ONLY or None)
     # Every OpInfo runs (new passes are reported), not only the expected ones.
     records = harness.run_jobs(jobs, timeout=120.0) + unsupported
+    seconds = time.time() - t0
     by = {}
     for r in records:
         by[(r["key"], r["dtype"])] = r
     assert keys <= {k for k, _ in by}, f"expected_pass.txt names unknown OpInfos: {sorted(keys - {k for k, _ in by})}"
-    return records, by
+    return records, by, seconds
 
 
 @pytest.mark.parametrize("entry", EXPECTED)
 def test_expected_pass(results, entry):
-    _, by = results
+    _, by, _ = results
     key, what = entry.split()
     if what == "grad":
         r = by[(key, "float32")]
@@ -58,13 +63,19 @@ def test_expected_pass(results, entry):
 
 
 def test_report(results, capsys):
-    records, _ = results
+    records, _, seconds = results
+    # `make test` leaves the same table as docs/op_coverage.md for its own dtypes in build/.
+    os.makedirs(REPORT_DIR, exist_ok=True)
+    report = os.path.join(REPORT_DIR, "op_coverage.md")
+    harness.write_docs(report, records, DTYPES, {"torch": torch.__version__, "max_samples": MAX_SAMPLES,
+                                                 "seconds": seconds, "generator": "`make test`"})
     now = harness.passing(records) | harness.passing(records, grad=True)
     new = sorted(now - set(EXPECTED))
     _, counts, grad = harness.summarize(records, DTYPES)
     with capsys.disabled():
         print(f"\nOpInfo (max {MAX_SAMPLES} samples): " + "; ".join(
-            f"{d} pass {counts[d].get('pass', 0)}" for d in DTYPES) + f"; float32 grad pass {grad.get('pass', 0)}")
+            f"{d} pass {counts[d].get('pass', 0)}" for d in DTYPES) + f"; float32 grad pass {grad.get('pass', 0)}"
+              + f" (table: {report})")
         if new:
             print(f"{len(new)} new passes (add them to tests/opinfo/expected_pass.txt): " + ", ".join(new))
     # Nothing in the run may be a harness error, crash or hang.
