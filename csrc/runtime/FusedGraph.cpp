@@ -19,6 +19,11 @@ bool logFused() {
   static const char* env = std::getenv("TORCH_TPU_LOG");
   return env && (std::strstr(env, "fused") || std::strstr(env, "all"));
 }
+// TORCH_TPU_LOG=fused_ops also lists each graph's ops (for finding the slow part of a step).
+bool logFusedOps() {
+  static const char* env = std::getenv("TORCH_TPU_LOG");
+  return env && std::strstr(env, "fused_ops");
+}
 }  // namespace
 
 FusedGraph::FusedGraph() : b_(std::make_unique<hlo::Builder>()) {}
@@ -32,6 +37,7 @@ void FusedGraph::reset() {
   params_.clear();
   ops_ = 0;
   firstOp_.clear();
+  opNames_.clear();
 }
 
 void FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
@@ -40,6 +46,7 @@ void FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
     if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
   }
   traceOp(*b_, *this, call, build);
+  if (logFusedOps()) opNames_.push_back(call.name);
   ++ops_;
   ++stats_.fusedOps;
 }
@@ -151,9 +158,14 @@ void FusedGraph::flush(const char* reason) {
   }
   if (logFused()) {
     for (auto& r : results) r->awaitReady();
-    std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops, " << outputs.size() << " outputs, cut by " << reason
+    std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops from " << firstOp_ << ", " << outputs.size() << " outputs, cut by " << reason
               << ", " << (hit ? "cache hit" : "compiled in " + std::to_string(seconds * 1e3) + " ms")
               << ", module text " << textMs << " ms, run " << msSince(tText) - textMs - seconds * 1e3 << " ms\n";
+    if (!opNames_.empty()) {
+      std::cerr << "[torch_tpu]   ops:";
+      for (const char* name : opNames_) std::cerr << ' ' << name;
+      std::cerr << '\n';
+    }
   }
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));

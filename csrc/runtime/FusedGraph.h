@@ -53,6 +53,7 @@ class FusedGraph final : public TraceContext {
   int device_ = 0;
   size_t ops_ = 0;
   std::string firstOp_;
+  std::vector<const char*> opNames_;  // only with TORCH_TPU_LOG=fused_ops
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   FusedStats stats_;
 };
