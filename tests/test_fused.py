@@ -99,6 +99,102 @@ def test_second_step_compiles_nothing(fused):
     assert stats()["compiles"] == compiles
 
 
+def test_inplace_updates_donate_their_buffers(fused):
+    x = torch.arange(8.0).to("tpu")
+    y = torch.ones(8).to("tpu")
+    torch.tpu.synchronize()
+    before = stats()["donated_buffers"]
+    x.add_(1).mul_(2)  # read and overwritten: its buffer is reused for the new value
+    z = x + y          # y is only read: kept
+    torch.tpu.synchronize()
+    assert stats()["donated_buffers"] == before + 1
+    assert_close(x, (torch.arange(8.0) + 1) * 2)
+    assert_close(y, torch.ones(8))
+    assert_close(z, (torch.arange(8.0) + 1) * 2 + 1)
+
+
+def test_donation_skips_a_new_value_of_another_dtype(fused):
+    x = torch.arange(8.0).to("tpu")
+    torch.tpu.synchronize()
+    before = stats()["donated_buffers"]
+    x.view(torch.int32).add_(1)  # the storage's new value is int32: the float32 buffer cannot hold it
+    torch.tpu.synchronize()
+    assert stats()["donated_buffers"] == before
+    expected = torch.arange(8.0)
+    expected.view(torch.int32).add_(1)
+    assert torch.equal(x.cpu(), expected)
+
+
+def _mlp_step(model, opt, x, y):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_repeated_steps_are_cut_at_the_step_boundary(fused):
+    # No host read inside the loop: only the size bound and the learned period cut graphs.
+    # A step is not a divisor of the bound, so size-bound cuts alone would start every
+    # graph at a different op (a new program each time); the learned boundary makes the
+    # graphs repeat, and steady-state steps compile nothing.
+    torch_tpu._C._set_fused_max_ops(100)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        x, y = torch.randn(5, 4).to("tpu"), torch.randn(5, 1).to("tpu")
+        cpu_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        cpu_model.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+        cpu_opt = torch.optim.AdamW(cpu_model.parameters(), lr=1e-2)
+        for _ in range(20):
+            loss = _mlp_step(model, opt, x, y)  # (keeping `loss` alive is part of what the graphs output)
+        start = stats()
+        for _ in range(20):
+            loss = _mlp_step(model, opt, x, y)
+        end = stats()
+        assert end["step_boundaries"] > start["step_boundaries"]
+        assert end["compiles"] == start["compiles"]
+        for _ in range(40):
+            cpu_loss = _mlp_step(cpu_model, cpu_opt, x.cpu(), y.cpu())
+        assert loss.item() == pytest.approx(cpu_loss.item(), rel=1e-4)
+    finally:
+        torch_tpu._C._set_fused_max_ops(1000)
+
+
+def test_step_boundary_is_forgotten_when_the_stream_changes(fused):
+    torch_tpu._C._set_fused_max_ops(30)
+    try:
+        x = torch.zeros(4).to("tpu")
+        for _ in range(100):  # period 2: learned, then cut every 30 ops
+            x.add_(1)
+            x.mul_(1)
+        before = stats()["step_boundaries"]
+        assert before > 0
+        for _ in range(10):
+            x.sub_(1)  # breaks the period: back to the size bound, values still exact
+        assert_close(x, torch.full((4,), 90.0))
+        assert stats()["step_boundaries"] == before
+    finally:
+        torch_tpu._C._set_fused_max_ops(1000)
+
+
+def test_index_ops_stay_in_the_graph_and_still_raise(fused):
+    table = torch.arange(12.0).reshape(6, 2)
+    t = table.to("tpu")
+    good = torch.tensor([5, 0, 2])
+    before = stats()["flushes"]
+    y = torch.nn.functional.embedding(good.to("tpu"), t) * 2
+    assert stats()["flushes"] == before  # the index op did not cut the graph
+    assert_close(y, torch.nn.functional.embedding(good, table) * 2)
+    bad = torch.tensor([1, 6])
+    z = torch.nn.functional.embedding(bad.to("tpu"), t) + 1
+    w = z.sum()
+    with pytest.raises(IndexError, match="aten::index_select"):
+        w.item()  # the host read runs the graph, then raises before handing out a value
+    torch.tpu.synchronize()  # reported once
+
+
 def test_rng_matches_strict_for_same_seed(fused):
     torch.tpu.manual_seed(3)
     a = torch.rand(5, device="tpu").cpu()

@@ -186,6 +186,7 @@ std::string Builder::region(std::span<const Type> argTypes, const RegionFn& body
 Value Builder::parameter(const Type& t) {
   Value v = fresh(t);
   params_.push_back(v);
+  aliases_.push_back(-1);
   return v;
 }
 
@@ -202,6 +203,7 @@ std::string Builder::module() const {
     name(params_[i], s);
     s += ": ";
     params_[i].type.print(s);
+    if (aliases_[i] >= 0) s += " {tf.aliasing_output = " + std::to_string(aliases_[i]) + " : i32}";
   }
   s += ") -> (";
   for (size_t i = 0; i < results_.size(); ++i) {

@@ -41,6 +41,9 @@ class Builder {
   Builder();
 
   Value parameter(const Type& t);
+  // Parameter `param` (in creation order) may be reused for result `result`: the
+  // caller donates that input buffer to the program (`tf.aliasing_output`).
+  void aliasParameter(size_t param, int32_t result) { aliases_.at(param) = result; }
   void ret(std::span<const Value> results);
   std::string module() const;  // the whole printed module
 
@@ -118,6 +121,7 @@ class Builder {
 
   int32_t next_ = 0;
   std::vector<Value> params_;
+  std::vector<int32_t> aliases_;  // per parameter: the result it aliases, or -1
   std::vector<Type> results_;
   std::string* body_;
   std::string mainBody_;

@@ -107,6 +107,8 @@ PYBIND11_MODULE(_C, m) {
     d["fused_ops"] = s.fusedOps;
     d["cache_hits"] = s.cacheHits;
     d["compiles"] = s.compiles;
+    d["donated_buffers"] = s.donatedBuffers;
+    d["step_boundaries"] = s.stepBoundaries;
     return d;
   });
   m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });

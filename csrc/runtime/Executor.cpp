@@ -170,6 +170,7 @@ FusedStats Executor::fusedStats() const {
 void Executor::setFusedMaxOps(size_t n) {
   std::lock_guard<std::mutex> lock(mutex_);
   fusedMaxOps_ = std::max<size_t>(n, 1);
+  fusedGraph_.steps().reset();  // periods were fitted to the old bound
 }
 
 void Executor::forget(DeviceStorage* storage) {
@@ -193,14 +194,15 @@ size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexce
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!call.checksIndices) {
-      fusedGraph_.record(call, build);
-      ++stats_.ops;
-      if (fusedGraph_.ops() >= fusedMaxOps_) fusedGraph_.flush("size bound");
-      return;
+    bool boundary = fusedGraph_.record(call, build);
+    ++stats_.ops;
+    if (boundary) {
+      fusedGraph_.flush("step boundary");
+    } else if (fusedGraph_.ops() >= fusedMaxOps_) {
+      fusedGraph_.flush("size bound");
+      fusedGraph_.steps().learn(fusedMaxOps_);
     }
-    // Index checks chain the device's out-of-range flag: run them strictly.
-    fusedGraph_.flush("index check");
+    return;
   }
   bool debug = eagerMode() == EagerMode::Debug;
   bool checkNonFinite = debug && wantsNonFiniteCheck(call);
@@ -287,10 +289,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       trackInFlightLocked(s->buffer);
     }
     if (entry->flagResult >= 0) {
-      DeviceFlag& f = flags_[device];
-      f.value = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->flagResult]));
-      f.dirty = true;
-      flagsDirty_ = true;
+      setFlagLocked(device, std::shared_ptr<pjrt::Buffer>(std::move(results[entry->flagResult])));
     }
     if (entry->nonFiniteResult >= 0) nonFinite = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->nonFiniteResult]));
   }
@@ -320,6 +319,23 @@ void Executor::debugCheck(const OpCall& call, const Entry& entry, const std::vec
 
 std::shared_ptr<pjrt::Buffer> Executor::flagBuffer(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return flagBufferLocked(device);
+}
+
+int32_t Executor::flagCodeLocked(const char* opName) {
+  auto it = std::find(flagNames_.begin(), flagNames_.end(), opName);
+  if (it == flagNames_.end()) it = flagNames_.insert(flagNames_.end(), opName);
+  return static_cast<int32_t>(it - flagNames_.begin()) + 1;
+}
+
+void Executor::setFlagLocked(int device, std::shared_ptr<pjrt::Buffer> flag) {
+  DeviceFlag& f = flags_[device];
+  f.value = std::move(flag);
+  f.dirty = true;
+  flagsDirty_ = true;
+}
+
+std::shared_ptr<pjrt::Buffer> Executor::flagBufferLocked(int device) {
   if (flags_.size() <= static_cast<size_t>(device)) flags_.resize(device + 1);
   DeviceFlag& f = flags_[device];
   if (!f.zero) {
@@ -429,17 +445,12 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
     int32_t code;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      auto it = std::find(flagNames_.begin(), flagNames_.end(), call.name);
-      if (it == flagNames_.end()) it = flagNames_.insert(flagNames_.end(), call.name);
-      code = static_cast<int32_t>(it - flagNames_.begin()) + 1;
+      code = flagCodeLocked(call.name);
     }
     Value old = b.parameter(hlo::Type{DType::S32, {}});
     entry->params.push_back(kFlagParam);
-    Value oob = b.reshape(b.convert(*traced.indexFlag, DType::Pred), {});
-    Value zero = b.constantInt(DType::S32, 0);
-    Value mine = b.select(oob, b.constantInt(DType::S32, code), zero);
     entry->flagResult = static_cast<int32_t>(rets.size());
-    rets.push_back(b.select(b.compare(hlo::Cmp::NE, old, zero), old, mine));
+    rets.push_back(chainIndexFlag(b, old, *traced.indexFlag, code));
   }
   if (checkNonFinite) {
     Value bad = b.binary("and", allFinite(b, floatInputs), b.unary("not", allFinite(b, floatOutputs)));
@@ -516,12 +527,12 @@ void Executor::synchronize() {
 }
 
 void Executor::download(const DeviceStorage& storage, void* dst) {
-  checkFlags(/*atOp=*/false);  // an earlier op's out-of-range index raises here, before any value is read
-  if (storage.nbytes == 0) return;
   if (storage.inGraph) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (storage.inGraph) fusedGraph_.flush("host read");
   }
+  checkFlags(/*atOp=*/false);  // an earlier op's out-of-range index raises here, before any value is read
+  if (storage.nbytes == 0) return;
   if (!storage.buffer) {
     std::memset(dst, 0, storage.nbytes);
     return;

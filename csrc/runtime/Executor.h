@@ -62,6 +62,11 @@ class Executor {
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
   void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer);
+  // The out-of-range flag: the code naming an index op, the device's current
+  // flag buffer, and its new value after a program that checked indices.
+  int32_t flagCodeLocked(const char* opName);
+  std::shared_ptr<pjrt::Buffer> flagBufferLocked(int device);
+  void setFlagLocked(int device, std::shared_ptr<pjrt::Buffer> flag);
 
   ExecutorStats stats() const;
   void resetStats();

@@ -38,17 +38,31 @@ void FusedGraph::reset() {
   ops_ = 0;
   firstOp_.clear();
   opNames_.clear();
+  indexFlag_.reset();
 }
 
-void FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
+bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
   if (ops_ == 0) {
     firstOp_ = call.name;
     if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
   }
-  traceOp(*b_, *this, call, build);
+  TraceResult traced = traceOp(*b_, *this, call, build);
+  if (call.checksIndices) {
+    // Index ops chain the device's out-of-range flag through the graph, as strict programs do.
+    if (!indexFlag_) {
+      indexFlag_ = b_->parameter(hlo::Type{hlo::DType::S32, {}});
+      Param p;
+      p.indexFlag = true;
+      params_.push_back(p);
+    }
+    indexFlag_ = chainIndexFlag(*b_, *indexFlag_, *traced.indexFlag, Executor::get().flagCodeLocked(call.name));
+  }
   if (logFusedOps()) opNames_.push_back(call.name);
   ++ops_;
   ++stats_.fusedOps;
+  bool boundary = steps_.observe(opSignature(call));
+  stats_.stepBoundaries += boundary;
+  return boundary;
 }
 
 Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) {
@@ -57,7 +71,7 @@ Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as)
   Value v;
   if (s->buffer) {
     v = b.parameter(hlo::Type{s->elem, {s->elemCount()}});
-    params_.push_back(Param{s->buffer});
+    params_.push_back(Param{s->buffer, s, v.type});
   } else {
     v = b.full(hlo::Type{as, {static_cast<int64_t>(s->nbytes / hlo::byteWidth(as))}}, 0);
   }
@@ -93,6 +107,28 @@ void FusedGraph::forget(DeviceStorage* s) {
   s->inGraph = s->written = false;
 }
 
+size_t FusedGraph::donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs,
+                                            const std::vector<Value>& rets) {
+  // A storage that the graph both read from its buffer and overwrites (parameters,
+  // optimizer state, anything updated in place) hands its old buffer to XLA to
+  // reuse for the new value: no new allocation, half the peak memory. Only when
+  // nothing but the storage and this graph holds the buffer (a host read in
+  // progress keeps its own reference) and the new value has the same type.
+  std::unordered_map<DeviceStorage*, size_t> paramOf;
+  for (size_t p = 0; p < params_.size(); ++p)
+    if (params_[p].storage) paramOf.emplace(params_[p].storage, p);
+  size_t donated = 0;
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    auto it = paramOf.find(outputs[r]);
+    if (it == paramOf.end()) continue;
+    Param& p = params_[it->second];
+    if (p.buffer != outputs[r]->buffer || p.buffer.use_count() != 2 || !(p.type == rets[r].type)) continue;
+    b_->aliasParameter(it->second, static_cast<int32_t>(r));
+    ++donated;
+  }
+  return donated;
+}
+
 void FusedGraph::flush(const char* reason) {
   if (ops_ == 0) {
     reset();
@@ -105,6 +141,8 @@ void FusedGraph::flush(const char* reason) {
     outputs.push_back(s);
     rets.push_back(values_.at(s));
   }
+  size_t donated = donateOverwrittenBuffers(outputs, rets);
+  if (indexFlag_) rets.push_back(*indexFlag_);  // last: the device's new flag
   auto tText = std::chrono::steady_clock::now();
   b_->ret(rets);
   std::string text = b_->module();
@@ -135,6 +173,7 @@ void FusedGraph::flush(const char* reason) {
     ++stats_.compiles;
   }
   ++stats_.flushes;
+  stats_.donatedBuffers += static_cast<int64_t>(donated);
   auto msSince = [](auto t) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
@@ -142,7 +181,10 @@ void FusedGraph::flush(const char* reason) {
   std::vector<std::shared_ptr<pjrt::Buffer>> operandBuffers;
   std::vector<PJRT_Buffer*> args;
   for (const Param& p : params_) {
-    if (p.buffer) {
+    if (p.indexFlag) {
+      operandBuffers.push_back(Executor::get().flagBufferLocked(device_));
+      args.push_back(operandBuffers.back()->raw());
+    } else if (p.buffer) {
       args.push_back(p.buffer->raw());
     } else {
       operandBuffers.push_back(Executor::get().operandBufferLocked(p.operand, device_));
@@ -167,6 +209,7 @@ void FusedGraph::flush(const char* reason) {
       std::cerr << '\n';
     }
   }
+  if (indexFlag_) Executor::get().setFlagLocked(device_, std::shared_ptr<pjrt::Buffer>(std::move(results.back())));
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
     outputs[r]->elem = rets[r].dtype();

@@ -5,12 +5,14 @@
 // on synchronize or on a mode change. Values of storages that died before the
 // flush are never materialised.
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "FunctionRef.h"
 #include "OpTrace.h"
+#include "StepDetector.h"
 #include "csrc/pjrt/Executable.h"
 
 namespace tpu::runtime {
@@ -20,6 +22,8 @@ struct FusedStats {
   int64_t fusedOps = 0;
   int64_t cacheHits = 0;
   int64_t compiles = 0;
+  int64_t donatedBuffers = 0;
+  int64_t stepBoundaries = 0;  // flushes at a learned step boundary
 };
 
 class FusedGraph final : public TraceContext {
@@ -27,7 +31,9 @@ class FusedGraph final : public TraceContext {
   FusedGraph();
   bool empty() const { return ops_ == 0 && order_.empty(); }
   size_t ops() const { return ops_; }
-  void record(const OpCall& call, FunctionRef<BuildFn> build);
+  // Adds the op; true when it ends a learned period of the op stream (a step boundary: flush now).
+  bool record(const OpCall& call, FunctionRef<BuildFn> build);
+  StepDetector& steps() { return steps_; }
   // Runs the pending graph and gives every live written storage its buffer.
   // Callers hold the executor lock.
   void flush(const char* reason);
@@ -42,18 +48,24 @@ class FusedGraph final : public TraceContext {
  private:
   struct Param {
     std::shared_ptr<pjrt::Buffer> buffer;  // a storage's buffer, kept alive until the flush
+    DeviceStorage* storage = nullptr;      // whose buffer it is (a donation candidate)
+    hlo::Type type{hlo::DType::F32, {}};
     HostOperand operand{hlo::DType::F32};
+    bool indexFlag = false;  // the device's out-of-range flag
   };
   void reset();
+  size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;
   std::unordered_map<DeviceStorage*, hlo::Value> values_;
   std::vector<DeviceStorage*> order_;  // first-touch order (nullptr once forgotten): a stable module text
   std::vector<Param> params_;
+  std::optional<hlo::Value> indexFlag_;  // the flag after the graph's index ops so far
   int device_ = 0;
   size_t ops_ = 0;
   std::string firstOp_;
-  std::vector<const char*> opNames_;  // only with TORCH_TPU_LOG=fused_ops
+  std::vector<const char*> opNames_;
+  StepDetector steps_;  // only with TORCH_TPU_LOG=fused_ops
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   FusedStats stats_;
 };

@@ -53,4 +53,11 @@ TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, Func
   return traced;
 }
 
+Value chainIndexFlag(hlo::Builder& b, Value oldFlag, Value outOfRange, int32_t code) {
+  Value oob = b.reshape(b.convert(outOfRange, hlo::DType::Pred), {});
+  Value zero = b.constantInt(hlo::DType::S32, 0);
+  Value mine = b.select(oob, b.constantInt(hlo::DType::S32, code), zero);
+  return b.select(b.compare(hlo::Cmp::NE, oldFlag, zero), oldFlag, mine);
+}
+
 }  // namespace tpu::runtime

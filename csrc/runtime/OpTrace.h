@@ -29,4 +29,8 @@ struct TraceResult {
 
 TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, FunctionRef<BuildFn> build);
 
+// The device's out-of-range flag (S32 scalar) after an index op: sticky, it keeps
+// the code of the first op that saw an index out of range.
+hlo::Value chainIndexFlag(hlo::Builder& b, hlo::Value oldFlag, hlo::Value outOfRange, int32_t code);
+
 }  // namespace tpu::runtime
