@@ -133,12 +133,13 @@ def _mlp_step(model, opt, x, y):
     return loss
 
 
-def test_repeated_steps_are_cut_at_the_step_boundary(fused):
+@pytest.mark.parametrize("max_ops", [100, 30])  # a step (~90 ops) within the bound, and across 3 bounds
+def test_repeated_steps_are_cut_at_the_step_boundary(fused, max_ops):
     # No host read inside the loop: only the size bound and the learned period cut graphs.
-    # A step is not a divisor of the bound, so size-bound cuts alone would start every
+    # A step is not a multiple of the bound, so size-bound cuts alone would start every
     # graph at a different op (a new program each time); the learned boundary makes the
     # graphs repeat, and steady-state steps compile nothing.
-    torch_tpu._C._set_fused_max_ops(100)
+    torch_tpu._C._set_fused_max_ops(max_ops)
     try:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).to("tpu")

@@ -13,6 +13,8 @@ void mixView(uint64_t& h, const TensorArg& a) {
   for (int64_t s : a.view.strides) mix(h, static_cast<uint64_t>(s));
   mix(h, a.storage->nbytes);
 }
+// Enough for two repetitions of a step of 8192 ops, whatever the size bound.
+constexpr size_t kMinHistory = 16384;
 }  // namespace
 
 uint64_t opSignature(const OpCall& call) {
@@ -39,15 +41,18 @@ bool StepDetector::observe(uint64_t signature) {
 }
 
 void StepDetector::learn(size_t maxOps) {
-  capacity_ = 4 * maxOps;
+  capacity_ = std::max<size_t>(4 * maxOps, kMinHistory);
   if (history_.size() > capacity_)
     history_.erase(history_.begin(), history_.end() - static_cast<ptrdiff_t>(capacity_));
   const size_t n = history_.size();
-  // The shortest period p whose last two repetitions agree.
+  // The shortest period p that explains the recent stream: its last two repetitions
+  // agree, and so does a bound's worth of ops (a run of identical ops inside a step
+  // is not a period).
   for (size_t p = 1; 2 * p <= n; ++p) {
     if (history_[n - 1] != history_[n - 1 - p]) continue;
-    if (!std::equal(history_.end() - static_cast<ptrdiff_t>(p), history_.end(),
-                    history_.end() - static_cast<ptrdiff_t>(2 * p)))
+    size_t need = std::max(p, std::min(maxOps, n - p));
+    if (!std::equal(history_.end() - static_cast<ptrdiff_t>(need), history_.end(),
+                    history_.end() - static_cast<ptrdiff_t>(need + p)))
       continue;
     // Graphs of whole periods up to the bound (a period longer than the bound is
     // cut into equal parts). The stream is at a cut now, so phase 0 is here.

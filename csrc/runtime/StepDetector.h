@@ -28,7 +28,7 @@ class StepDetector {
 
  private:
   std::vector<uint64_t> history_;  // recent signatures, oldest first (bounded)
-  size_t capacity_ = 4000;         // history kept: 4 size bounds (periods up to 2 bounds long)
+  size_t capacity_ = 16384;        // history kept: max(4 size bounds, 16384) signatures
   std::vector<uint64_t> pattern_;  // one period of the stream, starting at a cut
   size_t phase_ = 0;               // position in pattern_ of the next op
   size_t cutEvery_ = 0;            // cut when phase_ is a multiple of this
