@@ -71,13 +71,17 @@ def batches(data, steps: int, batch: int, seq: int, seed: int = 0):
 
 
 def train(device: str, steps: int = 20, d_model: int = 64, n_layers: int = 2, batch: int = 8, seq: int = 32,
-          seed: int = 0, on_step=None):
-    """Trains from a fixed seed with AdamW; returns the loss of every step (floats)."""
+          seed: int = 0, on_step=None, on_ready=None):
+    """Trains from a fixed seed with AdamW; returns the loss of every step (floats).
+
+    on_ready() runs once the model and optimizer exist, right before the first step."""
     data, vocab = load_text()
     torch.manual_seed(seed)
     model = GPT(vocab, d_model=d_model, n_layers=n_layers, max_len=max(seq, 16)).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
     losses = []
+    if on_ready:
+        on_ready()
     for step, (x, y) in enumerate(batches(data, steps, batch, seq, seed)):
         _, loss = model(x.to(device), y.to(device))
         opt.zero_grad(set_to_none=True)
