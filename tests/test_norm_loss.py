@@ -9,22 +9,6 @@ import torch.nn.functional as F
 
 from conftest import assert_close, nonfinite_ok
 
-# Ops other families provide; a computation that reaches one of them is skipped, naming it, until that family
-# is merged with this one.
-FOREIGN = {"aten::scatter", "aten::masked_fill_", "aten::gather", "aten::masked_select", "aten::nonzero",
-           "aten::cat", "aten::flip", "aten::where", "aten::sgn", "aten::stack", "aten::index_select"}
-
-
-def foreign_ok(fn):
-    try:
-        return fn()
-    except NotImplementedError as e:
-        name = str(e).split(" ")[0].split(".")[0]
-        if name in FOREIGN:
-            pytest.skip(f"needs {name}, which another op family provides")
-        raise
-
-
 def sample(shape, dtype=torch.float32, seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g).to(dtype)
@@ -42,12 +26,12 @@ def check(fn, *inputs, grad=True, grad_args=None, rtol=1e-4, atol=1e-5, seed=1):
     a = [x.clone().requires_grad_(wants_grad(i, x)) if isinstance(x, torch.Tensor) else x
          for i, x in enumerate(inputs)]
     b = [x.detach().to("tpu").requires_grad_(x.requires_grad) if isinstance(x, torch.Tensor) else x for x in a]
-    ya, yb = fn(*a), foreign_ok(lambda: fn(*b))
+    ya, yb = fn(*a), fn(*b)
     assert_close(yb.detach(), ya.detach(), rtol=rtol, atol=atol, equal_nan=True)
     if grad:
         g = sample(ya.shape, seed=seed).to(ya.dtype)
         ya.backward(g)
-        foreign_ok(lambda: yb.backward(g.to("tpu")))
+        yb.backward(g.to("tpu"))
         for xa, xb in zip(a, b):
             if isinstance(xa, torch.Tensor) and xa.requires_grad:
                 assert_close(xb.grad, xa.grad, rtol=rtol, atol=atol, equal_nan=True)
