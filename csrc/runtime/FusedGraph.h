@@ -2,8 +2,9 @@
 // Fused eager mode: ops are traced into one pending HLO function instead of
 // running one by one. Storages hold pending values; the graph is compiled (once
 // per structure) and run when a value is needed on the host, at a size bound,
-// on synchronize or on a mode change. Values of storages that died before the
-// flush are never materialised.
+// at a learned step boundary, on synchronize or on a mode change. Values of
+// storages that died before the flush are never materialised; buffers the graph
+// overwrites are donated to it.
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,8 +65,8 @@ class FusedGraph final : public TraceContext {
   int device_ = 0;
   size_t ops_ = 0;
   std::string firstOp_;
-  std::vector<const char*> opNames_;
-  StepDetector steps_;  // only with TORCH_TPU_LOG=fused_ops
+  std::vector<const char*> opNames_;  // only with TORCH_TPU_LOG=fused_ops
+  StepDetector steps_;
   std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
   FusedStats stats_;
 };
