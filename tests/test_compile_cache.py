@@ -122,6 +122,18 @@ def test_warm_run_loads_everything_and_compiles_nothing(cold, tmp_path):
     assert WARNING not in out["stderr"]
 
 
+def test_memory_tier_is_bounded_and_reloads_what_it_dropped(cold, tmp_path):
+    # Loaded programs hold memory mappings (XLA:CPU: several each); an unbounded in-memory
+    # tier crashed long OpInfo runs at vm.max_map_count. With a bound of 2, the run keeps at
+    # most 2 loaded, evicts the rest, and results stay exact.
+    out = run_child(copy_of(cold, tmp_path), TORCH_TPU_MEMORY_CACHE_MAX=2)
+    check_result(out)
+    s = out["stats"]
+    assert s["memory"]["entries"] <= 2
+    assert s["memory"]["evictions"] >= cold["stats"]["memory"]["misses"] - 2
+    assert s["compiles"] == 0  # dropped programs come back from the directory
+
+
 def test_a_different_plugin_never_reuses_an_entry(cold, tmp_path):
     cache_dir = copy_of(cold, tmp_path)
     # A second CPU plugin (another XLA build: PJRT API 0.115 instead of 0.81) when installed;

@@ -58,6 +58,7 @@ void registerCompileCacheBindings(py::module& m) {
     memory["hits"] = ex.cacheHits;
     memory["misses"] = ex.cacheMisses;
     memory["entries"] = Executor::get().cacheSize();
+    memory["evictions"] = ex.evictions;
     py::dict disk;
     disk["enabled"] = c.enabled();
     disk["writable"] = c.enabled() && c.writable();

@@ -97,6 +97,7 @@ PYBIND11_MODULE(_C, m) {
     d["compiles"] = s.compiles;
     d["compile_seconds"] = s.compileSeconds;
     d["cached_executables"] = runtime::Executor::get().cacheSize();
+    d["evictions"] = s.evictions;
     return d;
   });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });

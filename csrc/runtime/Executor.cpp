@@ -146,7 +146,14 @@ int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
 
 int64_t newOpId() { return gNextOpId++; }
 
-Executor::Executor() {
+static size_t memoryCacheBound() {
+  // Programs kept loaded (TORCH_TPU_MEMORY_CACHE_MAX): ~3-10 memory mappings each on
+  // XLA:CPU, well inside Linux's default 65530 at the default of 4096.
+  const char* env = std::getenv("TORCH_TPU_MEMORY_CACHE_MAX");
+  return env ? static_cast<size_t>(std::max(2L, std::atol(env))) : 4096;
+}
+
+Executor::Executor() : cache_(memoryCacheBound()) {
   // The mode itself is set from Python (torch_tpu.set_eager_mode / the environment).
   if (const char* maxOps = std::getenv("TORCH_TPU_FUSED_MAX_OPS")) fusedMaxOps_ = std::max(1, std::atoi(maxOps));
 }
@@ -233,16 +240,15 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      entry = it->second;
+    if (std::shared_ptr<Entry>* hit = cache_.find(key)) {
+      entry = *hit;
       ++stats_.cacheHits;
     }
   }
   if (!entry) {
     entry = compile(call, build, storages, checkNonFinite);
     std::lock_guard<std::mutex> lock(mutex_);
-    cache_.emplace(key, entry);
+    cache_.insert(key, entry);
     ++stats_.cacheMisses;
   }
 
@@ -553,7 +559,9 @@ void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
 
 ExecutorStats Executor::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  ExecutorStats s = stats_;
+  s.evictions = cache_.evictions();
+  return s;
 }
 
 void Executor::resetStats() {

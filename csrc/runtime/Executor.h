@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "BoundedCache.h"
 #include "FunctionRef.h"
 #include "FusedGraph.h"
 #include "OpCall.h"
@@ -26,6 +27,7 @@ struct ExecutorStats {
   int64_t cacheMisses = 0;  // in-memory misses: each is loaded from the compile cache directory or compiled
   int64_t compiles = 0;     // programs compiled by XLA
   double compileSeconds = 0;
+  int64_t evictions = 0;    // programs dropped from the in-memory tier at its bound
 };
 
 int64_t newOpId();
@@ -92,7 +94,7 @@ class Executor {
                   const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
+  BoundedCache<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
   std::vector<DeviceFlag> flags_;

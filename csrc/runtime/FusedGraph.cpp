@@ -146,12 +146,12 @@ void FusedGraph::flush(const char* reason) {
   auto tText = std::chrono::steady_clock::now();
   b_->ret(rets);
   std::string text = b_->module();
-  auto it = cache_.find(text);
-  bool hit = it != cache_.end();
+  std::shared_ptr<pjrt::Executable>* cached = cache_.find(text);
+  bool hit = cached != nullptr;
   double seconds = 0;
   std::shared_ptr<pjrt::Executable> exe;
   if (hit) {
-    exe = it->second;
+    exe = *cached;
     ++stats_.cacheHits;
   } else {
     try {
@@ -169,7 +169,7 @@ void FusedGraph::flush(const char* reason) {
                                " ops starting at " + first + ": " + msg +
                                "\n(set TORCH_TPU_LOG=hlo to print the StableHLO module)");
     }
-    cache_.emplace(std::move(text), exe);
+    cache_.insert(std::move(text), exe);
     ++stats_.compiles;
   }
   ++stats_.flushes;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "BoundedCache.h"
 #include "FunctionRef.h"
 #include "OpTrace.h"
 #include "StepDetector.h"
@@ -67,7 +68,9 @@ class FusedGraph final : public TraceContext {
   std::string firstOp_;
   std::vector<const char*> opNames_;  // only with TORCH_TPU_LOG=fused_ops
   StepDetector steps_;
-  std::unordered_map<std::string, std::shared_ptr<pjrt::Executable>> cache_;
+  // Fused programs by module text. A training loop needs a handful; the bound keeps a
+  // workload whose graphs never repeat from piling up loaded programs (BoundedCache.h).
+  BoundedCache<std::string, std::shared_ptr<pjrt::Executable>> cache_{256};
   FusedStats stats_;
 };
 
