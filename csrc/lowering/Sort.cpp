@@ -176,6 +176,19 @@ std::pair<Value, Value> modeAlong(Builder& b, Value x, int64_t dim) {
   return {b.reshape(gatherDim(b, v, p, dim), reduced), b.reshape(gatherDim(b, idx, p, dim), reduced)};
 }
 
+namespace {
+// Rows [n, rest] -> pred [n]: true where a row differs from the one before it (row 0 always).
+Value firstOfRuns(Builder& b, Value rows) {
+  int64_t n = rows.shape()[0], rest = rows.shape()[1];
+  Value differ = b.compare(Cmp::NE, b.slice(rows, {1, 0}, {n, rest}, {1, 1}), b.slice(rows, {0, 0}, {n - 1, rest}, {1, 1}));
+  Value f = b.constant(DType::Pred, 0);
+  Value any = b.reduce({&differ, 1}, {&f, 1}, {1}, [](Builder& rb, std::span<const Value> a) {
+    return std::vector<Value>{rb.binary("or", a[0], a[1])};
+  })[0];
+  return b.pad(any, b.constant(DType::Pred, 1), {1}, {0}, {0});
+}
+}  // namespace
+
 Runs runsAlong(Builder& b, Value x, int64_t dim) {
   int64_t n = x.shape()[dim], rest = n ? x.type.numel() / n : 0;
   std::vector<int64_t> perm{dim};
@@ -188,12 +201,7 @@ Runs runsAlong(Builder& b, Value x, int64_t dim) {
     r.first = b.full(hlo::Type{DType::Pred, {0}}, 0);
     return r;
   }
-  Value differ = b.compare(Cmp::NE, b.slice(r.values, {1, 0}, {n, rest}, {1, 1}), b.slice(r.values, {0, 0}, {n - 1, rest}, {1, 1}));
-  Value f = b.constant(DType::Pred, 0);
-  Value any = b.reduce({&differ, 1}, {&f, 1}, {1}, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.binary("or", a[0], a[1])};
-  })[0];
-  r.first = b.pad(any, b.constant(DType::Pred, 1), {1}, {0}, {0});
+  r.first = firstOfRuns(b, r.values);
   return r;
 }
 
@@ -220,12 +228,7 @@ Runs runsAlongSorted(Builder& b, Value x, int64_t dim) {
   Runs r;
   r.values = rest ? b.concatenate(cols, 1) : base.values;
   r.perm = sorted[rest];
-  Value differ = b.compare(Cmp::NE, b.slice(r.values, {1, 0}, {n, rest}, {1, 1}), b.slice(r.values, {0, 0}, {n - 1, rest}, {1, 1}));
-  Value f = b.constant(DType::Pred, 0);
-  Value any = b.reduce({&differ, 1}, {&f, 1}, {1}, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.binary("or", a[0], a[1])};
-  })[0];
-  r.first = b.pad(any, b.constant(DType::Pred, 1), {1}, {0}, {0});
+  r.first = firstOfRuns(b, r.values);
   return r;
 }
 
