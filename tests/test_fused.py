@@ -212,3 +212,28 @@ def test_gpt_losses_match_strict_and_cpu(fused):
     cpu_losses = train("cpu", steps=20)
     assert fused_losses == pytest.approx(strict_losses, rel=1e-4)
     assert fused_losses == pytest.approx(cpu_losses, rel=1e-4)
+
+
+def test_flush_does_not_wait_for_its_graph(fused):
+    # A flush enqueues the graph and returns; the inputs it reads stay alive until it has run,
+    # even when Python drops them at once (the plugin would otherwise block in their release).
+    g = torch.Generator().manual_seed(0)
+    a_cpu = torch.randn(1024, 1024, generator=g) / 32
+    a = a_cpu.to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu._C._set_fused_max_ops(9)
+    try:
+        y = a
+        for _ in range(8):
+            y = y @ a
+        total = y.sum()  # the 9th op: the size bound flushes ~17 GFLOP without waiting for them
+        assert stats()["running_graphs"] == 1
+    finally:
+        torch_tpu._C._set_fused_max_ops(1000)
+    del a, y
+    expected = a_cpu
+    for _ in range(8):
+        expected = expected @ a_cpu
+    assert_close(total, expected.sum(), rtol=1e-3, atol=1e-3)
+    torch.tpu.synchronize()
+    assert stats()["running_graphs"] == 0

@@ -23,6 +23,14 @@ void Event::await() {
   check(api_, err, "PJRT_Event_Await");
 }
 
+bool Event::ready() const {
+  if (!ev_) return true;
+  auto args = TPU_PJRT_ARGS(PJRT_Event_IsReady_Args);
+  args.event = ev_;
+  check(api_, api_->PJRT_Event_IsReady(&args), "PJRT_Event_IsReady");
+  return args.is_ready;
+}
+
 void Event::reset() {
   if (!ev_) return;
   auto args = TPU_PJRT_ARGS(PJRT_Event_Destroy_Args);

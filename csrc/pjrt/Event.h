@@ -16,6 +16,8 @@ class Event {
 
   // Blocks until the event is ready; throws PjrtError if it carries an error.
   void await();
+  // True once the event has fired (never blocks).
+  bool ready() const;
   bool valid() const { return ev_ != nullptr; }
 
  private:

@@ -27,7 +27,7 @@ Executable::~Executable() {
 }
 
 std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<PJRT_Buffer*>& args,
-                                                         PJRT_Device* device) const {
+                                                         PJRT_Device* device, Event* done) const {
   auto opts = TPU_PJRT_ARGS(PJRT_ExecuteOptions);
   std::vector<PJRT_Buffer*> outs(numOutputs_, nullptr);
   PJRT_Buffer* const* argList = args.data();
@@ -40,7 +40,10 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<PJRT_
   ex.num_args = args.size();
   ex.output_lists = &outList;
   ex.execute_device = device;
+  PJRT_Event* doneEvent = nullptr;
+  if (done) ex.device_complete_events = &doneEvent;
   check(api_, api_->PJRT_LoadedExecutable_Execute(&ex), "PJRT_LoadedExecutable_Execute");
+  if (done) *done = Event(api_, doneEvent);
   std::vector<std::unique_ptr<Buffer>> result;
   result.reserve(numOutputs_);
   for (PJRT_Buffer* b : outs) result.push_back(std::make_unique<Buffer>(api_, b));

@@ -19,8 +19,9 @@ class Executable {
   size_t numOutputs() const { return numOutputs_; }
   // Enqueues the program on `device`; returns at once with the (not yet
   // defined) output buffers. PJRT orders it after the producers of `args`.
-  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<PJRT_Buffer*>& args,
-                                               PJRT_Device* device) const;
+  // `done`, when given, receives an event that fires when the program has finished.
+  std::vector<std::unique_ptr<Buffer>> execute(const std::vector<PJRT_Buffer*>& args, PJRT_Device* device,
+                                               Event* done = nullptr) const;
   // Bytes that Client::deserialize turns back into an equivalent executable.
   std::string serialize() const;
 

@@ -110,6 +110,7 @@ PYBIND11_MODULE(_C, m) {
     d["compiles"] = s.compiles;
     d["donated_buffers"] = s.donatedBuffers;
     d["step_boundaries"] = s.stepBoundaries;
+    d["running_graphs"] = s.runningGraphs;
     return d;
   });
   m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });

@@ -520,10 +520,19 @@ void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer) 
 }
 
 void Executor::synchronize() {
-  std::vector<std::shared_ptr<pjrt::Buffer>> pending;
+  std::deque<RunningGraph> graphs;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fusedGraph_.flush("synchronize");
+    graphs = fusedGraph_.takeRunning();
+  }
+  // Graphs first: dropping their inputs releases the buffers they were donated, which
+  // must not be awaited below.
+  for (RunningGraph& g : graphs) g.done.await();
+  graphs.clear();
+  std::vector<std::shared_ptr<pjrt::Buffer>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto& w : inFlight_)
       if (auto p = w.lock()) pending.push_back(std::move(p));
     inFlight_.clear();

@@ -24,6 +24,11 @@ bool logFusedOps() {
   static const char* env = std::getenv("TORCH_TPU_LOG");
   return env && std::strstr(env, "fused_ops");
 }
+// TORCH_TPU_LOG=hlo prints each graph's StableHLO module before it compiles (as the Strict executor does).
+bool logHlo() {
+  static const char* env = std::getenv("TORCH_TPU_LOG");
+  return env && (std::strstr(env, "hlo") || std::strstr(env, "all"));
+}
 }  // namespace
 
 FusedGraph::FusedGraph() : b_(std::make_unique<hlo::Builder>()) {}
@@ -99,6 +104,21 @@ Value FusedGraph::operandValue(hlo::Builder& b, const HostOperand& o) {
   return b.parameter(hlo::Type{o.dtype, shape});
 }
 
+void FusedGraph::releaseFinished() {
+  while (!running_.empty() && running_.front().done.ready()) running_.pop_front();
+  // Bounded: a host that outruns the device waits here rather than piling up graphs.
+  while (running_.size() > 4) {
+    running_.front().done.await();
+    running_.pop_front();
+  }
+}
+
+FusedStats FusedGraph::stats() const {
+  FusedStats s = stats_;
+  for (const RunningGraph& r : running_) s.runningGraphs += !r.done.ready();
+  return s;
+}
+
 void FusedGraph::forget(DeviceStorage* s) {
   if (!s->inGraph) return;
   values_.erase(s);
@@ -154,6 +174,7 @@ void FusedGraph::flush(const char* reason) {
     exe = *cached;
     ++stats_.cacheHits;
   } else {
+    if (logHlo()) std::cerr << "[torch_tpu] compiling fused graph of " << ops_ << " ops:\n" << text;
     try {
       CompiledProgram program = compileWithCache(Runtime::get().client(), text, pjrt::CompileOptions{},
                                                  "fused graph");
@@ -192,12 +213,18 @@ void FusedGraph::flush(const char* reason) {
     }
   }
   std::vector<std::unique_ptr<pjrt::Buffer>> results;
+  RunningGraph run;
   try {
-    results = exe->execute(args, Runtime::get().client().devices().at(device_));
+    results = exe->execute(args, Runtime::get().client().devices().at(device_), &run.done);
   } catch (...) {
     reset();
     throw;
   }
+  releaseFinished();
+  run.inputs = std::move(operandBuffers);
+  for (Param& p : params_)
+    if (p.buffer) run.inputs.push_back(std::move(p.buffer));
+  running_.push_back(std::move(run));
   if (logFused()) {
     for (auto& r : results) r->awaitReady();
     std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops from " << firstOp_ << ", " << outputs.size() << " outputs, cut by " << reason

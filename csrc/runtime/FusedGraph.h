@@ -5,10 +5,12 @@
 // at a learned step boundary, on synchronize or on a mode change. Values of
 // storages that died before the flush are never materialised; buffers the graph
 // overwrites are donated to it.
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "BoundedCache.h"
@@ -26,6 +28,15 @@ struct FusedStats {
   int64_t compiles = 0;
   int64_t donatedBuffers = 0;
   int64_t stepBoundaries = 0;  // flushes at a learned step boundary
+  int64_t runningGraphs = 0;   // flushed graphs whose programs have not finished yet
+};
+
+// A flushed graph whose program may still run, with the input buffers it reads: they are
+// kept until it finishes because the plugin's PJRT_Buffer_Destroy waits for a running
+// program that reads the buffer, which would make every flush wait for its own graph.
+struct RunningGraph {
+  pjrt::Event done;
+  std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
 };
 
 class FusedGraph final : public TraceContext {
@@ -41,7 +52,9 @@ class FusedGraph final : public TraceContext {
   void flush(const char* reason);
   // `s` is being freed (or fully replaced): the graph no longer produces it.
   void forget(DeviceStorage* s);
-  const FusedStats& stats() const { return stats_; }
+  // Hands over the flushed graphs that may still run (synchronize waits for them).
+  std::deque<RunningGraph> takeRunning() { return std::exchange(running_, {}); }
+  FusedStats stats() const;
 
   hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) override;
   void setStorageValue(DeviceStorage* s, hlo::Value flat) override;
@@ -56,6 +69,7 @@ class FusedGraph final : public TraceContext {
     bool indexFlag = false;  // the device's out-of-range flag
   };
   void reset();
+  void releaseFinished();
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;
@@ -71,6 +85,7 @@ class FusedGraph final : public TraceContext {
   // Fused programs by module text. A training loop needs a handful; the bound keeps a
   // workload whose graphs never repeat from piling up loaded programs (BoundedCache.h).
   BoundedCache<std::string, std::shared_ptr<pjrt::Executable>> cache_{256};
+  std::deque<RunningGraph> running_;
   FusedStats stats_;
 };
 
