@@ -239,3 +239,28 @@ def test_errors(mode):
         torch.ones(2, device=DEV).addmm_(a, a.t())
     with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
         torch.mm(a, a.t(), out=torch.empty(2, 2, device=DEV, dtype=torch.float64))
+
+
+def test_float32_matmul_precision_selects_the_program(mode):
+    # torch.set_float32_matmul_precision is part of the program: "highest" (PyTorch's default) asks XLA for
+    # true float32 products (it would pick one bf16 pass on TPU, TF32 on NVIDIA GPUs), and a change compiles
+    # a new program instead of reusing the old one.
+    import torch_tpu
+
+    a, b = rand(7, 13), rand(13, 5)  # a shape no other test compiles
+    ta, tb = a.to(DEV), b.to(DEV)
+    before = torch.get_float32_matmul_precision()
+    try:
+        for precision in ("highest", "high", "medium"):
+            torch.set_float32_matmul_precision(precision)
+            torch.tpu.synchronize()
+            misses = torch_tpu._C._executor_stats()["cache_misses"]
+            fused = torch_tpu._C._fused_stats()["compiles"]
+            r = ta @ tb
+            tol = {} if precision == "highest" else dict(atol=5e-2, rtol=2e-2)
+            assert_close(r, a @ b, **tol)
+            stats = torch_tpu._C._executor_stats()["cache_misses"] - misses
+            stats += torch_tpu._C._fused_stats()["compiles"] - fused
+            assert stats >= 1, precision  # a program of its own
+    finally:
+        torch.set_float32_matmul_precision(before)

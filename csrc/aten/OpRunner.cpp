@@ -1,5 +1,6 @@
 #include "OpRunner.h"
 
+#include <ATen/Context.h>
 #include <ATen/MemoryOverlap.h>
 
 #include <cstring>
@@ -37,6 +38,17 @@ runtime::TensorArg tensorArg(const at::Tensor& t) {
   a.view.strides.assign(t.strides().begin(), t.strides().end());
   a.view.offset = t.storage_offset();
   return a;
+}
+
+hlo::Precision dotPrecision() {
+  // PyTorch's default "highest" means true float32 products; XLA would otherwise pick
+  // one bf16 pass on TPU and TF32 on NVIDIA GPUs for float32 dots.
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: return hlo::Precision::Highest;
+    case at::Float32MatmulPrecision::HIGH: return hlo::Precision::High;
+    case at::Float32MatmulPrecision::MEDIUM: return hlo::Precision::Default;
+  }
+  return hlo::Precision::Highest;
 }
 
 runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as) {

@@ -14,6 +14,7 @@ namespace tpu::aten {
 hlo::DType toHlo(c10::ScalarType t);  // raises TypeError for dtypes tpu cannot hold
 runtime::TensorArg tensorArg(const at::Tensor& t);
 runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as);
+hlo::Precision dotPrecision();  // from torch.get_float32_matmul_precision()
 
 class Op {
  public:
@@ -54,6 +55,7 @@ class Op {
 
   template <class F>
   void run(F&& build) {
+    call_.dotPrecision = dotPrecision();
     runtime::Executor::get().run(call_, runtime::FunctionRef<runtime::BuildFn>(build));
   }
 

@@ -404,6 +404,12 @@ Value Builder::dynamicUpdateSlice(Value x, Value update, std::span<const Value> 
   return r;
 }
 
+std::string Builder::precisionConfig(DType t) const {
+  if (dotPrecision_ == Precision::Default || (t != DType::F32 && t != DType::F64)) return "";
+  const char* p = dotPrecision_ == Precision::Highest ? "HIGHEST" : "HIGH";
+  return std::string(", precision_config = [#stablehlo<precision ") + p + ">, #stablehlo<precision " + p + ">]";
+}
+
 Value Builder::dotGeneral(Value a, Value b, const std::vector<int64_t>& batchA, const std::vector<int64_t>& batchB,
                           const std::vector<int64_t>& contractA, const std::vector<int64_t>& contractB,
                           DType resultType) {
@@ -425,7 +431,7 @@ Value Builder::dotGeneral(Value a, Value b, const std::vector<int64_t>& batchA, 
   std::string attr = "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = " + listI64(batchA) +
                      ", rhs_batching_dimensions = " + listI64(batchB) +
                      ", lhs_contracting_dimensions = " + listI64(contractA) +
-                     ", rhs_contracting_dimensions = " + listI64(contractB) + ">";
+                     ", rhs_contracting_dimensions = " + listI64(contractB) + ">" + precisionConfig(a.dtype());
   emit({&r, 1}, "stablehlo.dot_general", ops, attr);
   return r;
 }

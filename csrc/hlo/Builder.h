@@ -23,6 +23,11 @@ struct Value {
 
 enum class Cmp { EQ, NE, LT, LE, GT, GE };
 
+// How exactly float32 matmuls and convolutions must be computed (torch.set_float32_matmul_precision):
+// Highest is full float32, High allows TF32 / three bf16 passes, Default lets the backend choose
+// (one bf16 pass on TPU, TF32 on NVIDIA GPUs).
+enum class Precision : uint8_t { Default, High, Highest };
+
 struct GatherDims {
   std::vector<int64_t> offsetDims, collapsedSliceDims, startIndexMap;
   int64_t indexVectorDim = 0;
@@ -46,6 +51,10 @@ class Builder {
   void aliasParameter(size_t param, int32_t result) { aliases_.at(param) = result; }
   void ret(std::span<const Value> results);
   std::string module() const;  // the whole printed module
+  // The precision of the dots and convolutions built from here on.
+  void setDotPrecision(Precision p) { dotPrecision_ = p; }
+  // `, precision_config = [...]` for two operands of type `t` ("" where the backend may choose).
+  std::string precisionConfig(DType t) const;
 
   // Constants.
   Value constant(DType t, double v);   // scalar
@@ -120,6 +129,7 @@ class Builder {
   void name(const Value& v, std::string& out) const;
 
   int32_t next_ = 0;
+  Precision dotPrecision_ = Precision::Default;
   std::vector<Value> params_;
   std::vector<int32_t> aliases_;  // per parameter: the result it aliases, or -1
   std::vector<Type> results_;

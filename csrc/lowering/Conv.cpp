@@ -52,7 +52,8 @@ Value conv(Builder& b, Value lhs, Value rhs, Spec l, Spec r, Spec o, const std::
                       ", output_feature_dimension = " + std::to_string(o.d1) +
                       ", output_spatial_dimensions = " + list(sp) + ">, feature_group_count = " +
                       std::to_string(featureGroups) + " : i64, lhs_dilation = " + arr(lhsDil) + ", padding = " + pad +
-                      ", rhs_dilation = " + arr(rhsDil) + ", window_strides = " + arr(strides);
+                      ", rhs_dilation = " + arr(rhsDil) + ", window_strides = " + arr(strides) +
+                      b.precisionConfig(lhs.dtype());
   Value ops[2] = {lhs, rhs};
   return b.op("stablehlo.convolution", ops, {hlo::Type{lhs.dtype(), shape}}, attrs)[0];
 }

@@ -234,7 +234,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
   }
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
-  key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0));
+  key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
 
   int device = storages.empty() ? 0 : storages[0]->device;
   std::shared_ptr<Entry> entry;
@@ -393,6 +393,7 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
                                                    bool checkNonFinite) {
   auto entry = std::make_shared<Entry>();
   hlo::Builder b;
+  b.setDotPrecision(call.dotPrecision);
   // One module for one op: each storage read becomes a parameter (numbered
   // like the cache key), each written storage a result.
   struct StrictContext final : TraceContext {

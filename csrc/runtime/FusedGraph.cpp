@@ -51,6 +51,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
     firstOp_ = call.name;
     if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
   }
+  b_->setDotPrecision(call.dotPrecision);
   TraceResult traced = traceOp(*b_, *this, call, build);
   if (call.checksIndices) {
     // Index ops chain the device's out-of-range flag through the graph, as strict programs do.

@@ -49,6 +49,8 @@ struct OpCall {
   // when an index was out of range. The runtime records it in the device's
   // error flag (raised at the next sync; at the op in debug mode).
   bool checksIndices = false;
+  // torch.get_float32_matmul_precision() when the op was called (dots and convolutions honour it).
+  hlo::Precision dotPrecision = hlo::Precision::Default;
 };
 
 // Builds the op's results (one per output, any dtype convertible to it) from

@@ -119,3 +119,28 @@ TEST(Hlo, ReinterpretFlatBitcastsThroughBytes) {
   b.ret({&back, 1});
   EXPECT_EQ(runUnaryProgram(b, {1.5f, -2.25f}), (std::vector<float>{1.5f, -2.25f}));
 }
+
+TEST(Hlo, DotPrecisionIsPrintedForFloat32Only) {
+  hlo::Builder b;
+  auto x = b.parameter(hlo::Type{DType::F32, {2, 2}});
+  auto h = b.parameter(hlo::Type{DType::BF16, {2, 2}});
+  b.setDotPrecision(hlo::Precision::Highest);
+  b.dotGeneral(x, x, {}, {}, {1}, {0}, DType::F32);
+  b.dotGeneral(h, h, {}, {}, {1}, {0}, DType::BF16);  // bf16 operands: nothing to ask for
+  b.setDotPrecision(hlo::Precision::High);
+  b.dotGeneral(x, x, {}, {}, {1}, {0}, DType::F32);
+  b.setDotPrecision(hlo::Precision::Default);
+  auto last = b.dotGeneral(x, x, {}, {}, {1}, {0}, DType::F32);
+  b.ret({&last, 1});
+  std::string text = b.module();
+  auto count = [&](const std::string& s) {
+    size_t n = 0;
+    for (size_t at = text.find(s); at != std::string::npos; at = text.find(s, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("precision_config = [#stablehlo<precision HIGHEST>, #stablehlo<precision HIGHEST>]"), 1u);
+  EXPECT_EQ(count("precision_config = [#stablehlo<precision HIGH>, #stablehlo<precision HIGH>]"), 1u);
+  EXPECT_EQ(count("precision_config"), 2u);
+  auto& client = testRuntime().client();
+  EXPECT_NO_THROW(client.compile(text, pjrt::CompileOptions{}));  // the plugin parses both spellings
+}
