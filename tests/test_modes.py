@@ -381,3 +381,34 @@ def test_allocation_failure_names_op_and_bytes(m):
         if m == "debug":
             assert "aten::fill_.Scalar" in str(info.value) and f"{HERE}:{line}" in str(info.value)
     del x
+
+
+# ---- errors still on the device at exit -------------------------------------------------
+
+EXIT_CHILD = r"""
+import sys, torch, torch_tpu
+torch_tpu.set_eager_mode(sys.argv[1])
+x = torch.arange(5.0, device="tpu")
+index = torch.tensor([1, int(sys.argv[2])], device="tpu")
+y = x[index]  # never synchronized: the process ends here
+print("exiting", flush=True)
+"""
+
+
+@pytest.mark.parametrize("m", ["strict", "debug", "fused"])
+def test_out_of_range_never_synchronized_is_reported_at_exit(m):
+    # CUDA reports a device-side assert at the latest when the process ends; so do we. Debug raises at the op.
+    env = {k: v for k, v in os.environ.items() if k not in ENV_NAMES}
+    procs = [subprocess.Popen([sys.executable, "-c", EXIT_CHILD, m, str(i)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in (7, 4)]
+    (bad_out, bad_err), (ok_out, ok_err) = [p.communicate(timeout=300) for p in procs]
+    assert procs[1].returncode == 0 and "exiting" in ok_out, ok_err
+    assert "never synchronized" not in ok_err and "out of range" not in ok_err
+    if m == "debug":
+        assert procs[0].returncode != 0 and "exiting" not in bad_out
+        assert "IndexError: index out of range in aten::index.Tensor" in bad_err
+    else:
+        assert procs[0].returncode == 0 and "exiting" in bad_out, bad_err
+        assert ("[torch_tpu] warning: an error found on the device was never synchronized before exit: "
+                "index out of range in aten::index.Tensor") in bad_err, bad_err
+        assert "frame #" not in bad_err  # the message, not a C++ backtrace

@@ -37,6 +37,9 @@ def _register() -> None:
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)
+    # Registered last, so it runs first: queued work and its device errors are
+    # settled while everything else is still alive.
+    atexit.register(_C._report_unsynchronized_errors)
     _registered = True
 
 

@@ -3,6 +3,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/Generator.h>
 #include <chrono>
+#include <iostream>
 #include <thread>
 #include <torch/csrc/utils/pybind.h>
 
@@ -124,6 +125,21 @@ PYBIND11_MODULE(_C, m) {
     py::gil_scoped_release release;
     for (int waited = 0; aten::startedAutogradThreads() < expected && waited < 2000; ++waited)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  // Called at exit: work still queued runs, and an error it found on the device
+  // (an out-of-range index flagged but never synchronized) is reported as a
+  // warning naming the op, as CUDA reports a device-side assert at exit.
+  m.def("_report_unsynchronized_errors", [] {
+    if (!runtime::Runtime::started()) return;  // never start a plugin at exit
+    py::gil_scoped_release release;
+    const char* what = "an error found on the device was never synchronized before exit: ";
+    try {
+      runtime::Executor::get().synchronize();
+    } catch (const c10::Error& e) {
+      std::cerr << "[torch_tpu] warning: " << what << e.what_without_backtrace() << std::endl;
+    } catch (const std::exception& e) {
+      std::cerr << "[torch_tpu] warning: " << what << e.what() << std::endl;
+    }
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
   registerCompileCacheBindings(m);

@@ -51,6 +51,11 @@ bool Runtime::available() {
   }
 }
 
+bool Runtime::started() {
+  std::lock_guard<std::mutex> lock(gMutex);
+  return gRuntime != nullptr;
+}
+
 std::string Runtime::description() const {
   std::string platform = client_->platformName();
   std::string upper;

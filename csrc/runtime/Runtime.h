@@ -22,6 +22,8 @@ class Runtime {
   static Runtime& get();
   // True when get() would succeed; never throws.
   static bool available();
+  // True once get() has started a plugin (never starts one).
+  static bool started();
 
   pjrt::Client& client() { return *client_; }
   size_t deviceCount() const { return client_->devices().size(); }
