@@ -812,7 +812,11 @@ def write_docs(path, records, dtypes, meta):
          "compare shape and dtype; indices that ties leave implementation-defined (sort, topk, mode, ...) are "
          "checked by the values they point at; `unique(sorted=False)` is compared as a set. float16/bfloat16: where CPU "
          "rounds intermediate results to the low precision (addbmm, conv, ...) and tpu computes in float32, a sample "
-         "that differs from CPU also passes when tpu is elementwise at least as close to the float64 result as CPU is.",
+         "that differs from CPU also passes when tpu is elementwise at least as close to the float64 result as CPU is. "
+         "float32 values and gradients that miss the tolerance against CPU are judged against the float64 result: "
+         "they pass when every element is within the tolerance plus "
+         f"{CPU_ERROR_FACTOR}x the largest error CPU float32 itself makes on that output (rounding depends on the "
+         "summation order, which differs between XLA and CPU).",
          "",
          "Status: `pass`; `FAIL` (wrong value or an error: reason given); `missing` (an ATen op without a tpu "
          "kernel: named); `-` (the OpInfo does not support that dtype on CPU); `skip` (CPU rejects every sample); "
