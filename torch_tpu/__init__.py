@@ -34,6 +34,9 @@ def _register() -> None:
     # Frames inside these packages are not "the user's line" in debug-mode errors.
     _C._set_internal_dirs([os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep])
     _init_eager_mode_from_env()
+    # accelerate's default device (see _integrations.py): environment only, starts nothing.
+    from . import _integrations
+    _integrations.configure_accelerate()
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)

@@ -1,0 +1,226 @@
+"""The Hugging Face stack on tpu: accelerate's Accelerator, transformers' Trainer and device_map.
+
+Nothing here patches accelerate or transformers: they find tpu through torch.accelerator (transformers)
+and ACCELERATE_TORCH_DEVICE, which torch_tpu sets at import (accelerate; see torch_tpu/_integrations.py).
+Every run is compared with the same run on CPU, within a few times CPU's own float32 error against float64.
+"""
+import contextlib
+import functools
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+accelerate = pytest.importorskip("accelerate")
+transformers = pytest.importorskip("transformers")
+from accelerate import Accelerator  # noqa: E402
+from accelerate.state import AcceleratorState  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, TrainerCallback  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+
+
+@contextlib.contextmanager
+def accelerate_device(name):
+    """accelerate's process-wide state, made afresh for `name` ("tpu" = what torch_tpu configured)."""
+    old = os.environ.get("ACCELERATE_TORCH_DEVICE")
+    if name != "tpu":
+        os.environ["ACCELERATE_TORCH_DEVICE"] = name
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("ACCELERATE_TORCH_DEVICE", None)
+        else:
+            os.environ["ACCELERATE_TORCH_DEVICE"] = old
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def assert_matches_cpu(tpu, cpu, exact, what):
+    """tpu within 4x CPU float32's largest error against float64 (plus 1e-6): rounding order differs."""
+    tpu, cpu, exact = (torch.as_tensor(v, dtype=torch.float64) for v in (tpu, cpu, exact))
+    tol = 4 * (cpu - exact).abs().max().item() + 1e-6
+    err = (tpu - exact).abs().max().item()
+    assert err <= tol, f"{what}: tpu differs from float64 by {err:.3g}, CPU float32 by {tol / 4:.3g}"
+
+
+# ---- device selection ------------------------------------------------------------------------
+
+def test_import_sets_accelerate_device_unless_chosen():
+    code = "import os, torch; print(os.environ.get('ACCELERATE_TORCH_DEVICE'))"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ACCELERATE_TORCH_DEVICE", "ACCELERATE_USE_CPU", "TORCH_TPU_ACCELERATE")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))), env.get("PYTHONPATH")] if p)
+
+    def seen(**extra):
+        out = subprocess.run([sys.executable, "-c", code], env={**env, **extra}, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.strip().splitlines()[-1]
+
+    assert seen() == "tpu"
+    assert seen(ACCELERATE_TORCH_DEVICE="cpu") == "cpu"  # the user's choice wins
+    assert seen(ACCELERATE_USE_CPU="1") == "None"  # accelerate launch --cpu
+    assert seen(TORCH_TPU_ACCELERATE="0") == "None"  # opt-out
+
+
+def test_accelerator_and_training_args_pick_tpu(mode, tmp_path):
+    from transformers.utils import is_torch_tpu_available
+
+    assert is_torch_tpu_available()
+    with accelerate_device("tpu"):
+        acc = Accelerator()
+        assert acc.device.type == "tpu"
+        assert acc.state.distributed_type == accelerate.DistributedType.NO
+        # Trainer's device (TrainingArguments) and its accelerator's agree.
+        args = TrainingArguments(output_dir=str(tmp_path), report_to=[])
+        assert args.device == torch.device("tpu", 0)
+
+
+# ---- Accelerator.prepare ----------------------------------------------------------------------
+
+def _accelerate_run(device, dtype=torch.float32, steps=5):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4)).to(dtype)
+    g = torch.Generator().manual_seed(1)
+    xs = torch.randn(steps * 4, 8, generator=g, dtype=dtype)
+    ys = torch.randint(0, 4, (steps * 4,), generator=g)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    with accelerate_device(device):
+        acc = Accelerator()
+        model, opt, loader = acc.prepare(model, opt, loader)
+        losses, devices = [], set()
+        for x, y in loader:
+            devices |= {x.device.type, y.device.type, next(model.parameters()).device.type}
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            acc.backward(loss)
+            opt.step()
+            opt.zero_grad()
+            losses.append(loss.item())
+        params = torch.cat([p.detach().reshape(-1).cpu().double() for p in model.parameters()])
+    return losses, params, devices
+
+
+@functools.lru_cache(maxsize=None)
+def _accelerate_reference():
+    return _accelerate_run("cpu"), _accelerate_run("cpu", torch.float64)
+
+
+def test_accelerator_prepare_trains_like_cpu(mode):
+    (cpu_losses, cpu_params, cpu_devices), (exact_losses, exact_params, _) = _accelerate_reference()
+    losses, params, devices = _accelerate_run("tpu")
+    assert cpu_devices == {"cpu"}
+    assert devices == {"tpu"}  # batches and model
+    assert len(losses) == 5
+    assert_matches_cpu(losses, cpu_losses, exact_losses, "losses")
+    assert_matches_cpu(params, cpu_params, exact_params, "parameters after 5 AdamW steps")
+    assert losses[-1] < losses[0]
+
+
+# ---- transformers.Trainer ---------------------------------------------------------------------
+
+GPT2_TINY = dict(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                 resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: CPU and tpu RNGs differ
+
+
+class _Devices(TrainerCallback):
+    def __init__(self):
+        self.seen = set()
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        self.seen |= {p.device.type for p in model.parameters()}
+
+
+class _BatchDevices(Trainer):
+    def compute_loss(self, model, inputs, *args, **kwargs):
+        self.batch_devices = getattr(self, "batch_devices", set()) | {v.device.type for v in inputs.values()}
+        return super().compute_loss(model, inputs, *args, **kwargs)
+
+
+def _trainer_run(device, tmp, dtype=torch.float32, steps=4):
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(**GPT2_TINY)).to(dtype)
+    g = torch.Generator().manual_seed(1)
+    data = []
+    for _ in range(steps * 4):
+        ids = torch.randint(0, 64, (12,), generator=g)
+        data.append({"input_ids": ids, "labels": ids.clone()})
+    args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=4, max_steps=steps, logging_steps=1,
+                             learning_rate=3e-3, seed=0, report_to=[], save_strategy="no", disable_tqdm=True,
+                             use_cpu=device == "cpu", dataloader_num_workers=0)
+    devices = _Devices()
+    with accelerate_device(device):
+        trainer = _BatchDevices(model=model, args=args, train_dataset=data, callbacks=[devices])
+        trainer.train()
+        assert trainer.args.optim == "adamw_torch_fused"  # transformers' default: aten::_fused_adamw_
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return losses, devices.seen | trainer.batch_devices
+
+
+@functools.lru_cache(maxsize=None)
+def _trainer_reference(tmp):
+    return _trainer_run("cpu", tmp), _trainer_run("cpu", tmp, torch.float64)
+
+
+def test_trainer_gpt2_trains_like_cpu(mode, tmp_path_factory):
+    ref_dir = str(tmp_path_factory.getbasetemp() / "trainer_cpu")
+    (cpu_losses, cpu_devices), (exact_losses, _) = _trainer_reference(ref_dir)
+    losses, devices = _trainer_run("tpu", str(tmp_path_factory.mktemp("trainer_tpu")))
+    assert cpu_devices == {"cpu"}
+    assert devices == {"tpu"}  # the model's parameters and every batch
+    assert len(losses) == 4
+    assert_matches_cpu(losses, cpu_losses, exact_losses, "Trainer losses")
+    assert losses[-1] < losses[0]
+
+
+# ---- from_pretrained(device_map=...) -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def saved_gpt2(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpt2_tiny")
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(**GPT2_TINY)).save_pretrained(path)
+    return str(path)
+
+
+def _logits(model, device):
+    ids = torch.randint(0, 64, (2, 10), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        return model(ids.to(device)).logits.cpu()
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(device_map="tpu"),
+    dict(device_map="auto", max_memory={0: "1GB", "cpu": "1GB"}),
+    dict(device_map="sequential", max_memory={0: "1GB", "cpu": "1GB"}),
+], ids=["tpu", "auto+max_memory", "sequential+max_memory"])
+def test_from_pretrained_device_map_places_on_tpu(mode, saved_gpt2, kwargs):
+    cpu = GPT2LMHeadModel.from_pretrained(saved_gpt2)
+    model = GPT2LMHeadModel.from_pretrained(saved_gpt2, **kwargs)
+    assert {p.device.type for p in model.parameters()} == {"tpu"}
+    assert model.device.type == "tpu"
+    torch.testing.assert_close(_logits(model, "tpu"), _logits(cpu, "cpu"), atol=1e-5, rtol=1e-5)
+
+
+def test_device_map_split_between_tpu_and_cpu(mode, saved_gpt2):
+    # Too little tpu memory for the whole model: accelerate's hooks move activations between devices.
+    cpu = GPT2LMHeadModel.from_pretrained(saved_gpt2)
+    model = GPT2LMHeadModel.from_pretrained(saved_gpt2, device_map="sequential",
+                                            max_memory={0: 40_000, "cpu": "1GB"})
+    placed = set(model.hf_device_map.values())
+    assert placed == {0, "cpu"}, model.hf_device_map
+    assert {p.device.type for p in model.parameters()} == {"tpu", "cpu"}
+    torch.testing.assert_close(_logits(model, model.device), _logits(cpu, "cpu"), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.xfail(strict=True, reason="accelerate 1.15 get_max_memory() lists only cuda/npu/xpu/mlu/... devices; "
+                                        "without max_memory, device_map='auto' sees only the CPU")
+def test_device_map_auto_without_max_memory(saved_gpt2):
+    model = GPT2LMHeadModel.from_pretrained(saved_gpt2, device_map="auto")
+    assert {p.device.type for p in model.parameters()} == {"tpu"}
