@@ -40,9 +40,10 @@ def accelerate_device(name):
 
 
 def assert_matches_cpu(tpu, cpu, exact, what):
-    """tpu within 4x CPU float32's largest error against float64 (plus 1e-6): rounding order differs."""
+    """tpu within 4x CPU float32's largest error against float64, plus a float32 ulp's worth (1e-6 of the
+    largest value; transformers computes the loss in float32 even for a float64 model): rounding order differs."""
     tpu, cpu, exact = (torch.as_tensor(v, dtype=torch.float64) for v in (tpu, cpu, exact))
-    tol = 4 * (cpu - exact).abs().max().item() + 1e-6
+    tol = 4 * (cpu - exact).abs().max().item() + 1e-6 * max(1.0, exact.abs().max().item())
     err = (tpu - exact).abs().max().item()
     assert err <= tol, f"{what}: tpu differs from float64 by {err:.3g}, CPU float32 by {tol / 4:.3g}"
 
@@ -83,7 +84,7 @@ def test_accelerator_and_training_args_pick_tpu(mode, tmp_path):
 
 # ---- Accelerator.prepare ----------------------------------------------------------------------
 
-def _accelerate_run(device, dtype=torch.float32, steps=5):
+def _accelerate_run(device, dtype=torch.float32, steps=5, mixed_precision=None):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
                                 torch.nn.Linear(32, 4)).to(dtype)
@@ -92,19 +93,27 @@ def _accelerate_run(device, dtype=torch.float32, steps=5):
     ys = torch.randint(0, 4, (steps * 4,), generator=g)
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys), batch_size=4)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.01)
+    devices = set()
+    model[0].register_forward_hook(lambda mod, args, out: devices.add(out.dtype))  # bfloat16 under autocast
     with accelerate_device(device):
-        acc = Accelerator()
+        acc = Accelerator(mixed_precision=mixed_precision)
         model, opt, loader = acc.prepare(model, opt, loader)
-        losses, devices = [], set()
+        losses = []
         for x, y in loader:
             devices |= {x.device.type, y.device.type, next(model.parameters()).device.type}
-            loss = torch.nn.functional.cross_entropy(model(x), y)
+            out = model(x)
+            devices.add(out.dtype)  # float32: accelerate converts autocast outputs back
+            loss = torch.nn.functional.cross_entropy(out, y)
             acc.backward(loss)
             opt.step()
             opt.zero_grad()
             losses.append(loss.item())
         params = torch.cat([p.detach().reshape(-1).cpu().double() for p in model.parameters()])
     return losses, params, devices
+
+
+def _accelerate_initial_params():
+    return _accelerate_run("cpu", steps=0)[1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -115,12 +124,23 @@ def _accelerate_reference():
 def test_accelerator_prepare_trains_like_cpu(mode):
     (cpu_losses, cpu_params, cpu_devices), (exact_losses, exact_params, _) = _accelerate_reference()
     losses, params, devices = _accelerate_run("tpu")
-    assert cpu_devices == {"cpu"}
-    assert devices == {"tpu"}  # batches and model
+    assert cpu_devices == {"cpu", torch.float32}
+    assert devices == {"tpu", torch.float32}  # batches and model
     assert len(losses) == 5
     assert_matches_cpu(losses, cpu_losses, exact_losses, "losses")
     assert_matches_cpu(params, cpu_params, exact_params, "parameters after 5 AdamW steps")
-    assert losses[-1] < losses[0]
+    assert (cpu_params - _accelerate_initial_params()).abs().max() > 1e-3  # the steps moved the weights
+
+
+def test_accelerator_bf16_mixed_precision_trains_like_cpu(mode):
+    # Accelerator(mixed_precision="bf16") runs the forward under torch.autocast("tpu", torch.bfloat16).
+    cpu_losses, cpu_params, cpu_seen = _accelerate_run("cpu", mixed_precision="bf16")
+    losses, params, seen = _accelerate_run("tpu", mixed_precision="bf16")
+    assert seen == {"tpu", torch.float32, torch.bfloat16}
+    assert cpu_seen == {"cpu", torch.float32, torch.bfloat16}
+    # bfloat16 matmuls: CPU's and tpu's roundings differ by a bfloat16 ulp here and there.
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), atol=0, rtol=2e-2)
+    torch.testing.assert_close(params, cpu_params, atol=2e-2, rtol=2e-2)
 
 
 # ---- transformers.Trainer ---------------------------------------------------------------------
@@ -209,13 +229,14 @@ def test_from_pretrained_device_map_places_on_tpu(mode, saved_gpt2, kwargs):
 
 
 def test_device_map_split_between_tpu_and_cpu(mode, saved_gpt2):
-    # Too little tpu memory for the whole model: accelerate's hooks move activations between devices.
+    # Too little tpu memory for the whole model (it needs 112 kB): the rest is offloaded to the CPU, as on
+    # cuda: those weights wait on "meta" and accelerate's hooks bring them to tpu for each forward.
     cpu = GPT2LMHeadModel.from_pretrained(saved_gpt2)
     model = GPT2LMHeadModel.from_pretrained(saved_gpt2, device_map="sequential",
-                                            max_memory={0: 40_000, "cpu": "1GB"})
-    placed = set(model.hf_device_map.values())
-    assert placed == {0, "cpu"}, model.hf_device_map
-    assert {p.device.type for p in model.parameters()} == {"tpu", "cpu"}
+                                            max_memory={0: 100_000, "cpu": "1GB"})
+    assert set(model.hf_device_map.values()) == {0, "cpu"}, model.hf_device_map
+    assert {p.device.type for p in model.parameters()} == {"tpu", "meta"}
+    assert model.device.type == "tpu"
     torch.testing.assert_close(_logits(model, model.device), _logits(cpu, "cpu"), atol=1e-5, rtol=1e-5)
 
 
