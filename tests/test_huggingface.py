@@ -163,9 +163,12 @@ class _BatchDevices(Trainer):
         return super().compute_loss(model, inputs, *args, **kwargs)
 
 
-def _trainer_run(device, tmp, dtype=torch.float32, steps=4):
+def _trainer_run(device, tmp, dtype=torch.float32, steps=4, bf16=False):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(**GPT2_TINY)).to(dtype)
+    devices = _Devices()
+    # The attention projection's output dtype: bfloat16 under autocast.
+    model.transformer.h[0].attn.c_attn.register_forward_hook(lambda mod, args, out: devices.seen.add(out.dtype))
     g = torch.Generator().manual_seed(1)
     data = []
     for _ in range(steps * 4):
@@ -173,14 +176,18 @@ def _trainer_run(device, tmp, dtype=torch.float32, steps=4):
         data.append({"input_ids": ids, "labels": ids.clone()})
     args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=4, max_steps=steps, logging_steps=1,
                              learning_rate=3e-3, seed=0, report_to=[], save_strategy="no", disable_tqdm=True,
-                             use_cpu=device == "cpu", dataloader_num_workers=0)
-    devices = _Devices()
+                             use_cpu=device == "cpu", dataloader_num_workers=0, bf16=bf16)
     with accelerate_device(device):
         trainer = _BatchDevices(model=model, args=args, train_dataset=data, callbacks=[devices])
         trainer.train()
         assert trainer.args.optim == "adamw_torch_fused"  # transformers' default: aten::_fused_adamw_
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     return losses, devices.seen | trainer.batch_devices
+
+
+@functools.lru_cache(maxsize=None)
+def _trainer_bf16_reference(tmp):
+    return _trainer_run("cpu", tmp, bf16=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -192,11 +199,21 @@ def test_trainer_gpt2_trains_like_cpu(mode, tmp_path_factory):
     ref_dir = str(tmp_path_factory.getbasetemp() / "trainer_cpu")
     (cpu_losses, cpu_devices), (exact_losses, _) = _trainer_reference(ref_dir)
     losses, devices = _trainer_run("tpu", str(tmp_path_factory.mktemp("trainer_tpu")))
-    assert cpu_devices == {"cpu"}
-    assert devices == {"tpu"}  # the model's parameters and every batch
+    assert cpu_devices == {"cpu", torch.float32}
+    assert devices == {"tpu", torch.float32}  # the model's parameters and every batch
     assert len(losses) == 4
     assert_matches_cpu(losses, cpu_losses, exact_losses, "Trainer losses")
     assert losses[-1] < losses[0]
+
+
+def test_trainer_bf16_trains_like_cpu(mode, tmp_path_factory):
+    # TrainingArguments(bf16=True): the Trainer's accelerator runs the forward under torch.autocast("tpu").
+    cpu_losses, cpu_devices = _trainer_bf16_reference(str(tmp_path_factory.getbasetemp() / "trainer_bf16_cpu"))
+    losses, devices = _trainer_run("tpu", str(tmp_path_factory.mktemp("trainer_bf16_tpu")), bf16=True)
+    assert cpu_devices == {"cpu", torch.bfloat16}
+    assert devices == {"tpu", torch.bfloat16}
+    # bfloat16 matmuls round differently on CPU and tpu (and CPU autocast keeps cross_entropy in float32).
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(cpu_losses), atol=0, rtol=4e-3)
 
 
 # ---- from_pretrained(device_map=...) -----------------------------------------------------------
