@@ -13,8 +13,8 @@ import sys
 import pytest
 import torch
 
-accelerate = pytest.importorskip("accelerate")
-transformers = pytest.importorskip("transformers")
+import accelerate  # noqa: E402  (requirements.txt installs both: a missing one is a failure, not a skip)
+import transformers  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 from accelerate.state import AcceleratorState  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, TrainerCallback  # noqa: E402
