@@ -9,8 +9,12 @@
 namespace tpu::aten {
 namespace {
 
+// t is dense and is its device storage's whole content (also for a from_blob
+// storage wrapping a tpu address, which may start inside or end before it).
 bool coversStorage(const at::Tensor& t) {
-  return t.storage_offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage().nbytes();
+  if (t.storage_offset() != 0 || !t.is_contiguous()) return false;
+  StorageRef ref = resolveStorage(t.storage());
+  return ref.byteOffset == 0 && t.nbytes() == ref.storage->nbytes;
 }
 
 // dst (tpu) <- src (tpu), converting dtype and broadcasting as copy_ does.
