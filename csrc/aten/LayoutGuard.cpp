@@ -13,13 +13,22 @@
 //    SparseCsrPrivateUse1, where PyTorch's CompositeExplicitAutograd `_to_copy` would
 //    build the tpu tensor from its moved members (a fallback does not override a
 //    composite kernel). A `_to_copy` kernel on each of those keys refuses it.
-// Not covered: torch.sparse_csr_tensor(..., device="tpu") builds the tensor
-// without dispatching on any sparse key; its first op then meets the fallback.
+//  - factories whose CompositeExplicitAutograd kernel builds a compressed tensor
+//    without dispatching again (`torch.zeros(..., layout=torch.sparse_csr,
+//    device="tpu")`): every aten op with a `layout` argument and such a kernel gets
+//    a refusing kernel on those keys at load (about forty factories).
+// Not covered: torch.sparse_csr_tensor(..., device="tpu") is composite and
+// dispatches on its (CPU) index tensors, so it builds the tensor without reaching
+// any tpu key; its first op then meets the fallback.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace tpu::aten {
 namespace {
@@ -106,5 +115,37 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) { m.impl("_to_copy", refuseToCopy
 TORCH_LIBRARY_IMPL(aten, SparseCsrPrivateUse1, m) { m.impl("_to_copy", refuseToCopy<kSparseCompressed>); }
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) { m.impl("_to_copy", refuseToCopy<kNested>); }
 TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) { m.impl("_to_copy", refuseToCopy<kQuantized>); }
+
+namespace {
+
+template <const char* kWhat>
+void registerFactoryRefusals(c10::DispatchKey key, std::vector<std::unique_ptr<torch::Library>>& libs) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    auto op = dispatcher.findOp(name);
+    if (!op || !op->hasSchema() || op->hasKernelForDispatchKey(key)) continue;
+    if (!op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd) &&
+        !op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional))
+      continue;
+    bool factory = false;
+    for (const auto& arg : op->schema().arguments()) factory = factory || arg.name() == "layout";
+    if (!factory) continue;
+    std::string qualified = name.name.substr(6) + (name.overload_name.empty() ? "" : "." + name.overload_name);
+    lib->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&refuseBoxed<kWhat>>());
+  }
+  libs.push_back(std::move(lib));
+}
+
+// After the registrations above (same translation unit: static initialisers run in order).
+const bool kFactoriesRefused = [] {
+  static std::vector<std::unique_ptr<torch::Library>> libs;  // registrations live as long as the process
+  registerFactoryRefusals<kSparse>(c10::DispatchKey::SparsePrivateUse1, libs);
+  registerFactoryRefusals<kSparseCompressed>(c10::DispatchKey::SparseCsrPrivateUse1, libs);
+  return true;
+}();
+
+}  // namespace
 
 }  // namespace tpu::aten
