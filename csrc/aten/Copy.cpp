@@ -4,13 +4,18 @@
 #include <torch/library.h>
 
 #include "DeviceAllocator.h"
+#include "HostAllocator.h"
 #include "OpRunner.h"
 
 namespace tpu::aten {
 namespace {
 
+// t is dense and is its device storage's whole content (also for a from_blob
+// storage wrapping a tpu address, which may start inside or end before it).
 bool coversStorage(const at::Tensor& t) {
-  return t.storage_offset() == 0 && t.is_contiguous() && t.nbytes() == t.storage().nbytes();
+  if (t.storage_offset() != 0 || !t.is_contiguous()) return false;
+  StorageRef ref = resolveStorage(t.storage());
+  return ref.byteOffset == 0 && t.nbytes() == ref.storage->nbytes;
 }
 
 // dst (tpu) <- src (tpu), converting dtype and broadcasting as copy_ does.
@@ -20,24 +25,64 @@ void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
   });
 }
 
-void uploadInto(const at::Tensor& dst, const at::Tensor& src) {
+// The owner of a host tensor's memory, held by an asynchronous transfer until it completes.
+std::shared_ptr<void> keepAlive(const at::Tensor& host) { return std::make_shared<c10::Storage>(host.storage()); }
+
+// Waits for pending asynchronous transfers that read or write `host`'s storage.
+void awaitHost(const at::Tensor& host) {
+  runtime::Executor::get().awaitHostRange(host.storage().data(), host.storage().nbytes());
+}
+
+// non_blocking from pinned memory returns once the transfer is started (the
+// source is kept alive until the plugin is done with it); from pageable memory
+// it stays synchronous, as on CUDA.
+void uploadInto(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
+  awaitHost(src);  // a pending non_blocking download into src must land before we read it
+  bool async = nonBlocking && isPinnedHostPtr(src.data_ptr());
   // Host-side conversion and broadcast, then one transfer into a dense buffer.
   at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  auto& executor = runtime::Executor::get();
+  auto put = [&](const at::Tensor& target) {
+    runtime::DeviceStorage& storage = *deviceStorage(target.storage());
+    if (async) executor.uploadAsync(storage, host.data_ptr(), toHlo(dst.scalar_type()), keepAlive(host));
+    else executor.upload(storage, host.data_ptr(), toHlo(dst.scalar_type()));
+  };
   if (coversStorage(dst)) {
-    runtime::Executor::get().upload(*deviceStorage(dst.storage()), host.data_ptr(), toHlo(dst.scalar_type()));
+    put(dst);
     return;
   }
   at::Tensor staging = at::empty(dst.sizes(), dst.options().memory_format(c10::MemoryFormat::Contiguous));
-  runtime::Executor::get().upload(*deviceStorage(staging.storage()), host.data_ptr(), toHlo(dst.scalar_type()));
+  put(staging);
   deviceCopy(dst, staging);
 }
 
-at::Tensor downloadDense(const at::Tensor& src) {
+// A dense tpu tensor with src's values that covers its whole storage.
+at::Tensor denseOnDevice(const at::Tensor& src) {
   at::Tensor dense = coversStorage(src) ? src : src.contiguous();
   if (!coversStorage(dense)) dense = dense.clone(c10::MemoryFormat::Contiguous);
+  return dense;
+}
+
+at::Tensor downloadDense(const at::Tensor& src) {
+  at::Tensor dense = denseOnDevice(src);
   at::Tensor host = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
   if (host.numel() > 0) runtime::Executor::get().download(*deviceStorage(dense.storage()), host.data_ptr());
   return host;
+}
+
+// tpu -> cpu. non_blocking into a dense pinned tensor of the same dtype and shape
+// returns once the transfer is started; the data is there after
+// torch.tpu.synchronize() (or any later copy through that memory), as on CUDA.
+void downloadInto(at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
+  awaitHost(dst);  // a pending non_blocking upload may still read dst
+  bool async = nonBlocking && isPinnedHostPtr(dst.data_ptr()) && dst.is_contiguous() && !dst.is_neg() &&
+               !dst.is_conj() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+  if (!async) {
+    dst.copy_(downloadDense(src));
+    return;
+  }
+  at::Tensor dense = denseOnDevice(src);
+  runtime::Executor::get().downloadAsync(*deviceStorage(dense.storage()), dst.data_ptr(), keepAlive(dst));
 }
 
 at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool nonBlocking) {
@@ -50,13 +95,13 @@ at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool nonBlocking) {
     at::assert_no_partial_overlap(self, src);
     deviceCopy(self, src);
   } else if (selfTpu && srcTpu) {
-    uploadInto(self, downloadDense(src));  // across devices, via the host
+    uploadInto(self, downloadDense(src), false);  // across devices, via the host
   } else if (selfTpu) {
     TORCH_CHECK(src.device().is_cpu(), "tpu: cannot copy from ", src.device(), " to tpu; move it to cpu first");
-    uploadInto(self, src);
+    uploadInto(self, src, nonBlocking);
   } else {
     TORCH_CHECK(self.device().is_cpu(), "tpu: cannot copy from tpu to ", self.device(), "; copy to cpu first");
-    self.copy_(downloadDense(src));
+    downloadInto(self, src, nonBlocking);
   }
   return self;
 }

@@ -4,6 +4,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
+#include <map>
 #include <mutex>
 
 #include "Guard.h"
@@ -33,8 +34,18 @@ void updateStats(int device, int64_t bytes, int64_t count) {
   for (auto* arr : {&s.allocation, &s.segment, &s.active}) apply((*arr)[0], count);
 }
 
+// Live storages by address: start -> (span, storage). Only consulted for pointers
+// whose DataPtr is not ours (from_blob), so a lookup is off the hot path; an
+// allocation pays one map insert.
+std::mutex gRangesMutex;
+std::map<uintptr_t, std::pair<uint64_t, runtime::DeviceStorage*>> gRanges;
+
 void deleteStorage(void* ctx) {
   auto* storage = static_cast<runtime::DeviceStorage*>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(gRangesMutex);
+    gRanges.erase(storage->address);
+  }
   if (storage->inGraph) runtime::Executor::get().forget(storage);  // dead: never materialised
   updateStats(storage->device, -static_cast<int64_t>(storage->nbytes), -1);
   delete storage;
@@ -48,7 +59,12 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   storage->nbytes = nbytes;
   storage->device = device;
   uint64_t span = (std::max<uint64_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* address = reinterpret_cast<void*>(gNextAddress.fetch_add(span));
+  storage->address = gNextAddress.fetch_add(span);
+  void* address = reinterpret_cast<void*>(storage->address);
+  {
+    std::lock_guard<std::mutex> lock(gRangesMutex);
+    gRanges.emplace(storage->address, std::make_pair(span, storage));
+  }
   updateStats(device, static_cast<int64_t>(nbytes), 1);
   return {address, storage, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
@@ -86,11 +102,33 @@ DeviceAllocator& DeviceAllocator::get() {
   return allocator;
 }
 
+StorageRef findDeviceStorage(const void* ptr) {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(gRangesMutex);
+  auto it = gRanges.upper_bound(p);
+  if (it == gRanges.begin()) return {};
+  --it;
+  if (p >= it->first + it->second.first) return {};
+  return {it->second.second, static_cast<size_t>(p - it->first)};
+}
+
+StorageRef resolveStorage(const c10::Storage& storage) {
+  const c10::DataPtr& ptr = storage.data_ptr();
+  if (ptr.get_deleter() == &deleteStorage) return {static_cast<runtime::DeviceStorage*>(ptr.get_context()), 0};
+  StorageRef ref = findDeviceStorage(ptr.get());
+  TORCH_CHECK(ref.storage, "tpu: tensor storage was not allocated by the tpu allocator and its address is in no "
+              "live tpu storage");
+  TORCH_CHECK(ref.byteOffset + storage.nbytes() <= ref.storage->nbytes, "tpu: a storage wrapping a tpu address "
+              "(from_blob) runs ", ref.byteOffset + storage.nbytes() - ref.storage->nbytes,
+              " bytes past the end of the tpu storage it points into");
+  return ref;
+}
+
 runtime::DeviceStorage* deviceStorage(const c10::Storage& storage) {
-  auto* ctx = static_cast<runtime::DeviceStorage*>(storage.data_ptr().get_context());
-  TORCH_CHECK(ctx && storage.data_ptr().get_deleter() == &deleteStorage,
-              "tpu: tensor storage was not allocated by the tpu allocator");
-  return ctx;
+  StorageRef ref = resolveStorage(storage);
+  TORCH_CHECK(ref.byteOffset == 0, "tpu: expected a storage that starts at a tpu allocation, got one ",
+              ref.byteOffset, " bytes into it");
+  return ref.storage;
 }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &DeviceAllocator::get());

@@ -26,7 +26,20 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   static DeviceAllocator& get();
 };
 
-// The device storage behind a tpu tensor's storage (never null for tpu tensors).
+// The device storage behind a tpu storage and the byte offset of the storage's
+// data pointer in it. A storage made by at::from_blob on a tpu address (PyTorch's
+// serialization does this: `_write_file` / `_set_from_file` wrap a storage's
+// pointer to copy it through the host) has no context of ours; it is resolved by
+// the address range the pointer falls into, as real device memory would be.
+struct StorageRef {
+  runtime::DeviceStorage* storage = nullptr;
+  size_t byteOffset = 0;
+};
+StorageRef resolveStorage(const c10::Storage& storage);
+// The device storage whose address range holds `ptr`; null when none does.
+StorageRef findDeviceStorage(const void* ptr);
+
+// The device storage behind a tpu storage that starts where it does (offset 0).
 runtime::DeviceStorage* deviceStorage(const c10::Storage& storage);
 
 // Gives `storage` a new size, keeping the bytes both sizes share (a device-side

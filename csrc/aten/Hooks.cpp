@@ -5,6 +5,7 @@
 #include "DeviceAllocator.h"
 #include "Generator.h"
 #include "Guard.h"
+#include "HostAllocator.h"
 
 namespace tpu::aten {
 namespace {
@@ -28,11 +29,13 @@ struct Hooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex device) const override {
     return at::make_generator<TpuGenerator>(device < 0 ? currentDevice() : device);
   }
-  at::Device getDeviceFromPtr(void*) const override {
-    return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(currentDevice()));
+  at::Device getDeviceFromPtr(void* ptr) const override {
+    StorageRef ref = findDeviceStorage(ptr);
+    int device = ref.storage ? ref.storage->device : currentDevice();
+    return at::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device));
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* ptr) const override { return isPinnedHostPtr(ptr); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &HostAllocator::get(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override;
 };
 

@@ -32,11 +32,18 @@ runtime::TensorArg tensorArg(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "tpu: expected a tpu tensor, got one on ",
               t.device());
   runtime::TensorArg a;
-  a.storage = deviceStorage(t.storage());
+  StorageRef ref = resolveStorage(t.storage());
+  a.storage = ref.storage;
   a.view.dtype = toHlo(t.scalar_type());
   a.view.sizes.assign(t.sizes().begin(), t.sizes().end());
   a.view.strides.assign(t.strides().begin(), t.strides().end());
   a.view.offset = t.storage_offset();
+  if (ref.byteOffset != 0) {  // a from_blob storage inside a tpu storage: views count from its start
+    size_t item = t.element_size();
+    TORCH_CHECK(ref.byteOffset % item == 0, "tpu: a tensor wrapping a tpu address ", ref.byteOffset,
+                " bytes into a storage is not aligned to its ", item, "-byte elements");
+    a.view.offset += static_cast<int64_t>(ref.byteOffset / item);
+  }
   return a;
 }
 

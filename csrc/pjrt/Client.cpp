@@ -43,8 +43,8 @@ std::string Client::deviceKind(size_t index) const {
   return std::string(kind.device_kind, kind.device_kind_size);
 }
 
-std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType type,
-                                               const std::vector<int64_t>& dims, size_t device) const {
+Client::AsyncUpload Client::bufferFromHostAsync(const void* data, ElementType type,
+                                                const std::vector<int64_t>& dims, size_t device) const {
   const PJRT_Api* a = api();
   auto args = TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;
@@ -52,15 +52,21 @@ std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType typ
   args.type = toPjrt(type);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  // The plugin copies (or finishes reading) the host data before we return, so
-  // callers may free it immediately.
+  // The plugin may read the host data after the call returns, until
+  // done_with_host_buffer fires (it never aliases it, unlike kImmutableZeroCopy).
   args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
   args.device = devices_.at(device);
   check(a, a->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
-  Event done(a, args.done_with_host_buffer);
-  auto buffer = std::make_unique<Buffer>(a, args.buffer);
-  done.await();
-  return buffer;
+  AsyncUpload up{std::make_unique<Buffer>(a, args.buffer), Event(a, args.done_with_host_buffer)};
+  return up;
+}
+
+std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType type,
+                                               const std::vector<int64_t>& dims, size_t device) const {
+  // Waiting for done_with_host_buffer lets callers free `data` as soon as we return.
+  AsyncUpload up = bufferFromHostAsync(data, type, dims, device);
+  up.doneWithHost.await();
+  return std::move(up.buffer);
 }
 
 std::unique_ptr<Executable> Client::compile(const std::string& mlir, const CompileOptions& opts) const {

@@ -29,6 +29,15 @@ class Client {
   // Copies `data` (row-major, dense) into a new device buffer before returning.
   std::unique_ptr<Buffer> bufferFromHost(const void* data, ElementType type,
                                          const std::vector<int64_t>& dims, size_t device) const;
+  // Starts that copy and returns without waiting for it: `data` must stay alive
+  // and unchanged until `doneWithHost` fires (the buffer itself is usable at once;
+  // programs that read it wait for its definition).
+  struct AsyncUpload {
+    std::unique_ptr<Buffer> buffer;
+    Event doneWithHost;
+  };
+  AsyncUpload bufferFromHostAsync(const void* data, ElementType type, const std::vector<int64_t>& dims,
+                                  size_t device) const;
   // Compiles StableHLO MLIR text.
   std::unique_ptr<Executable> compile(const std::string& mlir, const CompileOptions& opts) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;

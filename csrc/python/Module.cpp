@@ -10,6 +10,7 @@
 #include "csrc/aten/DeviceAllocator.h"
 #include "csrc/aten/Generator.h"
 #include "csrc/aten/Guard.h"
+#include "csrc/aten/HostAllocator.h"
 #include "csrc/runtime/Executor.h"
 #include "csrc/runtime/Runtime.h"
 
@@ -57,6 +58,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("_synchronize", [] {
     py::gil_scoped_release release;
     runtime::Executor::get().synchronize();
+  });
+  // Pinned host memory and asynchronous (non_blocking) host transfers.
+  m.def("_host_memory_stats", [] {
+    aten::HostAllocatorStats a = aten::hostAllocatorStats();
+    runtime::Executor::HostTransferStats t = runtime::Executor::get().hostTransferStats();
+    py::dict d;
+    d["pinned_blocks"] = a.liveBlocks;
+    d["pinned_bytes"] = a.liveBytes;
+    d["pinned_allocations"] = a.allocations;
+    d["async_uploads"] = t.asyncUploads;
+    d["async_downloads"] = t.asyncDownloads;
+    d["pending_transfers"] = t.pending;
+    return d;
   });
   m.def("_device_description", [] { return runtime::Runtime::get().description(); });
   m.def("_platform_name", [] { return runtime::Runtime::get().client().platformName(); });

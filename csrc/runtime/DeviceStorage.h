@@ -2,6 +2,7 @@
 // The device side of one torch storage: a flat, immutable PJRT buffer that is
 // swapped whenever the storage is written (PJRT buffers cannot be mutated).
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "csrc/hlo/Type.h"
@@ -20,6 +21,9 @@ struct DeviceStorage {
   // content when `written`; `buffer` is stale until the graph is flushed).
   bool inGraph = false;
   bool written = false;
+  // The address the allocator gave this storage (its data pointer), for
+  // resolving raw pointers (at::from_blob on a tpu pointer) back to it.
+  uintptr_t address = 0;
 
   int64_t elemCount() const { return static_cast<int64_t>(nbytes / hlo::byteWidth(elem)); }
 };

@@ -539,10 +539,54 @@ void Executor::synchronize() {
     inFlight_.clear();
   }
   for (auto& p : pending) p->awaitReady();
+  std::vector<HostTransfer> transfers;
+  {
+    std::lock_guard<std::mutex> lock(hostMutex_);
+    transfers.swap(hostTransfers_);
+    hostPending_ = 0;
+  }
+  for (HostTransfer& t : transfers) t.done.await();
+  transfers.clear();
   checkFlags(/*atOp=*/false);
 }
 
+void Executor::addHostTransfer(HostTransfer t) {
+  std::lock_guard<std::mutex> lock(hostMutex_);
+  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done.ready(); });
+  hostTransfers_.push_back(std::move(t));
+  hostPending_ = hostTransfers_.size();
+}
+
+void Executor::awaitHostRange(const void* begin, size_t nbytes) {
+  if (hostPending_.load(std::memory_order_relaxed) == 0) return;  // the common case: nothing in flight
+  auto b = reinterpret_cast<uintptr_t>(begin), e = b + std::max<size_t>(nbytes, 1);
+  std::vector<HostTransfer> overlapping;
+  {
+    std::lock_guard<std::mutex> lock(hostMutex_);
+    for (auto it = hostTransfers_.begin(); it != hostTransfers_.end();) {
+      if (it->begin < e && b < it->end) {
+        overlapping.push_back(std::move(*it));
+        it = hostTransfers_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    hostPending_ = hostTransfers_.size();
+  }
+  for (HostTransfer& t : overlapping) t.done.await();
+}
+
+Executor::HostTransferStats Executor::hostTransferStats() {
+  std::lock_guard<std::mutex> lock(hostMutex_);
+  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done.ready(); });
+  hostPending_ = hostTransfers_.size();
+  HostTransferStats s = hostStats_;
+  s.pending = static_cast<int64_t>(hostTransfers_.size());
+  return s;
+}
+
 void Executor::download(const DeviceStorage& storage, void* dst) {
+  awaitHostRange(dst, storage.nbytes);  // a pending upload may still read dst
   if (storage.inGraph) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (storage.inGraph) fusedGraph_.flush("host read");
@@ -559,7 +603,52 @@ void Executor::download(const DeviceStorage& storage, void* dst) {
   if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
 }
 
+void Executor::downloadAsync(const DeviceStorage& storage, void* dst, std::shared_ptr<void> keepAlive) {
+  awaitHostRange(dst, storage.nbytes);
+  if (storage.inGraph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (storage.inGraph) fusedGraph_.flush("host read");
+  }
+  checkFlags(/*atOp=*/false);
+  if (storage.nbytes == 0) return;
+  if (!storage.buffer) {
+    std::memset(dst, 0, storage.nbytes);
+    return;
+  }
+  size_t bufBytes = static_cast<size_t>(storage.elemCount()) * hlo::byteWidth(storage.elem);
+  HostTransfer t;
+  t.buffer = storage.buffer;  // PJRT buffers are immutable: later writes to the storage swap in a new one
+  t.done = t.buffer->toHost(dst, bufBytes);
+  if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
+  t.keepAlive = std::move(keepAlive);
+  t.begin = reinterpret_cast<uintptr_t>(dst);
+  t.end = t.begin + storage.nbytes;
+  addHostTransfer(std::move(t));
+  std::lock_guard<std::mutex> lock(hostMutex_);
+  hostStats_.asyncDownloads += 1;
+}
+
+void Executor::uploadAsync(DeviceStorage& storage, const void* bytes, DType elem, std::shared_ptr<void> keepAlive) {
+  awaitHostRange(bytes, storage.nbytes);  // a pending download may still write the source
+  if (storage.inGraph) forget(&storage);
+  int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
+  pjrt::Client::AsyncUpload up =
+      Runtime::get().client().bufferFromHostAsync(bytes, toElementType(elem), {n}, storage.device);
+  storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
+  storage.elem = elem;
+  HostTransfer t;
+  t.done = std::move(up.doneWithHost);
+  t.keepAlive = std::move(keepAlive);
+  t.buffer = storage.buffer;
+  t.begin = reinterpret_cast<uintptr_t>(bytes);
+  t.end = t.begin + storage.nbytes;
+  if (t.done.valid()) addHostTransfer(std::move(t));
+  std::lock_guard<std::mutex> lock(hostMutex_);
+  hostStats_.asyncUploads += 1;
+}
+
 void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
+  awaitHostRange(bytes, storage.nbytes);  // a pending download may still write the source
   if (storage.inGraph) forget(&storage);  // replaced whole: pending writes to it are moot
   int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
   storage.buffer = std::shared_ptr<pjrt::Buffer>(

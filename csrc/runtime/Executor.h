@@ -45,6 +45,20 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+
+  // Asynchronous host transfers (non_blocking copies with pinned host memory).
+  // Each returns once the transfer is started; `keepAlive` (the host memory's
+  // owner) is held until it completes. Host memory that a pending transfer
+  // reads or writes is waited for by awaitHostRange (every copy through the host
+  // calls it first, so copies stay in program order) and by synchronize().
+  void uploadAsync(DeviceStorage& storage, const void* bytes, hlo::DType elem, std::shared_ptr<void> keepAlive);
+  void downloadAsync(const DeviceStorage& storage, void* dst, std::shared_ptr<void> keepAlive);
+  void awaitHostRange(const void* begin, size_t nbytes);
+  struct HostTransferStats {
+    int64_t asyncUploads = 0, asyncDownloads = 0;  // started since the start of the process
+    int64_t pending = 0;                           // not yet known to be complete
+  };
+  HostTransferStats hostTransferStats();
   // Raises (IndexError) the first out-of-range index recorded on a device since
   // the last check, naming the op. Reads 4 bytes per device that ran an index
   // op since; free when none did. Called by synchronize() and download().
@@ -92,6 +106,19 @@ class Executor {
   void checkFlags(bool atOp);
   void debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
                   const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);
+
+  // A transfer that still reads (upload) or writes (download) [begin, end) of host memory.
+  struct HostTransfer {
+    pjrt::Event done;
+    std::shared_ptr<void> keepAlive;
+    std::shared_ptr<pjrt::Buffer> buffer;  // a download's source, alive until it is read
+    uintptr_t begin = 0, end = 0;
+  };
+  void addHostTransfer(HostTransfer t);
+  std::mutex hostMutex_;
+  std::vector<HostTransfer> hostTransfers_;
+  std::atomic<size_t> hostPending_{0};
+  HostTransferStats hostStats_;
 
   mutable std::mutex mutex_;
   BoundedCache<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;

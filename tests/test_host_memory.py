@@ -1,0 +1,334 @@
+"""Pinned host memory, non_blocking copies, pickling / torch.save, and layouts tpu refuses.
+
+Every test compares with the same data on CPU PyTorch (or CUDA's documented behaviour) and runs in
+each eager mode (the `mode` fixture)."""
+import copy
+import io
+import pickle
+import warnings
+
+import pytest
+import torch
+import torch_tpu
+
+from conftest import assert_close
+
+
+def host_stats():
+    return torch_tpu._C._host_memory_stats()
+
+
+# ---------------------------------------------------------------------------------------------
+# Pinned memory
+
+
+def test_pin_memory(mode):
+    t = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    assert not t.is_pinned()
+    p = t.pin_memory()
+    assert p.is_pinned() and not t.is_pinned()
+    assert p.data_ptr() != t.data_ptr()
+    assert p.data_ptr() % 4096 == 0  # page-aligned blocks
+    torch.testing.assert_close(p, t)
+    # Any address inside a live block answers, as with cudaHostAlloc'd memory.
+    assert p[1:, 2:].is_pinned() and p.view(-1)[5:].is_pinned()
+    # Pinning pinned memory returns it (PyTorch's pin_memory checks is_pinned first).
+    assert p.pin_memory().data_ptr() == p.data_ptr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the device argument is deprecated in torch 2.13
+        q = t.pin_memory("tpu")
+        assert q.is_pinned("tpu")
+    torch.testing.assert_close(q, t)
+
+
+def test_factories_pin_memory(mode):
+    e = torch.empty(3, 5, pin_memory=True)
+    z = torch.zeros(3, 5, dtype=torch.int64, pin_memory=True)
+    assert e.is_pinned() and z.is_pinned()
+    torch.testing.assert_close(z, torch.zeros(3, 5, dtype=torch.int64))
+    f = torch.full((7,), 2.5, pin_memory=True)
+    assert f.is_pinned()
+    torch.testing.assert_close(f, torch.full((7,), 2.5))
+    assert not torch.empty(3).is_pinned()
+
+
+def test_pinned_blocks_are_freed(mode):
+    before = host_stats()
+    p = torch.empty(1000).pin_memory()
+    during = host_stats()
+    assert during["pinned_blocks"] == before["pinned_blocks"] + 1
+    assert during["pinned_bytes"] == before["pinned_bytes"] + 4000
+    assert during["pinned_allocations"] == before["pinned_allocations"] + 1
+    del p
+    after = host_stats()
+    assert after["pinned_blocks"] == before["pinned_blocks"]
+    assert after["pinned_bytes"] == before["pinned_bytes"]
+
+
+class _Squares(torch.utils.data.Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return {"x": torch.full((3,), float(i)), "y": torch.tensor(i * i)}
+
+
+@pytest.mark.parametrize("pin_memory_device", ["", "tpu"])
+def test_dataloader_pin_memory(mode, pin_memory_device):
+    plain = list(torch.utils.data.DataLoader(_Squares(), batch_size=4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pin_memory_device is deprecated in torch 2.13 (the accelerator is used)
+        loader = torch.utils.data.DataLoader(_Squares(), batch_size=4, pin_memory=True,
+                                             pin_memory_device=pin_memory_device)
+        pinned = list(loader)
+    assert len(pinned) == len(plain)
+    for a, b in zip(pinned, plain):
+        assert a["x"].is_pinned() and a["y"].is_pinned()
+        torch.testing.assert_close(a["x"], b["x"])
+        torch.testing.assert_close(a["y"], b["y"])
+        # The usual training-loop step: non_blocking upload of the pinned batch.
+        x = a["x"].to("tpu", non_blocking=True)
+        assert_close(x * 2, b["x"] * 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# non_blocking copies
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+def test_non_blocking_upload_from_pinned(mode, dtype):
+    cpu = (torch.arange(60) % 7 - 3).to(dtype).reshape(6, 10)
+    pinned = cpu.pin_memory()
+    before = host_stats()["async_uploads"]
+    t = pinned.to("tpu", non_blocking=True)
+    assert host_stats()["async_uploads"] == before + 1  # the asynchronous path was taken
+    torch.tpu.synchronize()
+    assert_close(t, cpu)
+    # Into part of an existing tensor (staging buffer + device copy), and with a dtype change.
+    d = torch.zeros(8, 10, dtype=dtype, device="tpu")
+    d[1:7].copy_(pinned, non_blocking=True)
+    expected = torch.zeros(8, 10, dtype=dtype)
+    expected[1:7] = cpu
+    f = pinned.to("tpu", torch.float64, non_blocking=True)
+    torch.tpu.synchronize()
+    assert_close(d, expected)
+    assert_close(f, cpu.to(torch.float64))
+
+
+def test_non_blocking_upload_keeps_source_alive(mode):
+    # A large pinned source dropped right after the call: the transfer still reads valid memory.
+    cpu = torch.randn(4 * 1024 * 1024)  # 16 MiB
+    expected = cpu.clone()
+    pinned = cpu.pin_memory()
+    d = torch.empty(cpu.shape, device="tpu")
+    d.copy_(pinned, non_blocking=True)
+    del pinned
+    torch.tpu.synchronize()
+    assert host_stats()["pending_transfers"] == 0
+    assert_close(d, expected)
+    assert_close(d.sum(), expected.sum(), rtol=1e-4, atol=1e-2)
+
+
+def test_pageable_and_blocking_uploads_stay_synchronous(mode):
+    cpu = torch.randn(5, 5)
+    before = host_stats()["async_uploads"]
+    a = cpu.to("tpu", non_blocking=True)  # pageable: synchronous, as on CUDA
+    b = cpu.pin_memory().to("tpu")  # pinned but blocking
+    assert host_stats()["async_uploads"] == before
+    assert_close(a, cpu)
+    assert_close(b, cpu)
+
+
+def test_non_blocking_download_to_pinned(mode):
+    cpu = torch.randn(7, 9)
+    x = cpu.to("tpu") * 3 - 1  # pending in fused mode: the download flushes it
+    before = host_stats()["async_downloads"]
+    h = x.to("cpu", non_blocking=True)
+    # As on CUDA, a non_blocking device->host copy lands in pinned memory.
+    assert h.is_pinned()
+    assert host_stats()["async_downloads"] == before + 1
+    torch.tpu.synchronize()
+    torch.testing.assert_close(h, cpu * 3 - 1)
+    # Into an existing pinned buffer, and a transposed (strided) source.
+    p = torch.empty(9, 7).pin_memory()
+    p.copy_(x.t(), non_blocking=True)
+    torch.tpu.synchronize()
+    torch.testing.assert_close(p, (cpu * 3 - 1).t())
+    # Into pageable memory: synchronous, the values are there at once.
+    q = torch.empty(7, 9)
+    q.copy_(x, non_blocking=True)
+    torch.testing.assert_close(q, cpu * 3 - 1)
+
+
+def test_non_blocking_copies_stay_in_order(mode):
+    # Round trips through the same pinned buffer without synchronizing in between give what
+    # CUDA's stream order gives: every copy sees the one before it.
+    a_cpu, b_cpu = torch.randn(1000), torch.randn(1000)
+    a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
+    p = torch.empty(1000).pin_memory()
+    p.copy_(a, non_blocking=True)  # tpu -> pinned (pending)
+    y = p.to("tpu", non_blocking=True)  # pinned -> tpu reads it after it landed
+    z = p.to("tpu", torch.float64, non_blocking=True)  # host-side conversion also waits
+    p.copy_(b, non_blocking=True)  # overwrites p only after the uploads read it
+    w = p.to("tpu", non_blocking=True)
+    torch.tpu.synchronize()
+    assert_close(y, a_cpu)
+    assert_close(z, a_cpu.to(torch.float64))
+    assert_close(w, b_cpu)
+    torch.testing.assert_close(p, b_cpu)
+    # A blocking CPU read of a pending non_blocking download target sees the new data once the
+    # copy that wrote it is awaited by the next copy through that memory.
+    q = torch.empty(1000).pin_memory()
+    q.copy_(b, non_blocking=True)
+    r = torch.empty(1000)
+    r.copy_(q.to("tpu"))
+    torch.testing.assert_close(r.to("tpu").cpu(), b_cpu)
+
+
+# ---------------------------------------------------------------------------------------------
+# pickle, torch.save / torch.load
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+def test_pickle_tensor(mode, dtype):
+    cpu = (torch.arange(12) % 5).to(dtype).reshape(3, 4)
+    t = cpu.to("tpu") + torch.zeros((), dtype=dtype, device="tpu")  # a computed (pending) value
+    r = pickle.loads(pickle.dumps(t))
+    assert r.device == t.device and r.dtype == dtype
+    assert_close(r, cpu)
+    r2 = copy.deepcopy(t)
+    assert_close(r2, cpu)
+    assert r2.data_ptr() != t.data_ptr()
+
+
+def test_pickle_views_and_autograd_flags(mode):
+    cpu = torch.arange(30, dtype=torch.float32).reshape(5, 6)
+    t = cpu.to("tpu")
+    views = [t[1:, ::2], t.t(), t[2], t.view(-1)[7:20]]
+    cpu_views = [cpu[1:, ::2], cpu.t(), cpu[2], cpu.view(-1)[7:20]]
+    loaded = pickle.loads(pickle.dumps(views))
+    expected = pickle.loads(pickle.dumps(cpu_views))
+    for r, v, e in zip(loaded, views, expected):
+        assert r.shape == e.shape and r.stride() == e.stride() and r.storage_offset() == e.storage_offset()
+        assert_close(r, v.cpu())
+    leaf = torch.randn(4).to("tpu").requires_grad_()
+    r = pickle.loads(pickle.dumps(leaf))
+    assert r.requires_grad and r.is_leaf
+    assert_close(r.detach(), leaf.detach().cpu())
+
+
+def test_pickle_module(mode):
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    model = copy.deepcopy(cpu_model).to("tpu")
+    r = pickle.loads(pickle.dumps(model))
+    for (n, p), (_, q) in zip(r.named_parameters(), cpu_model.named_parameters()):
+        assert p.device.type == "tpu" and isinstance(p, torch.nn.Parameter), n
+        assert_close(p.detach(), q.detach())
+    x = torch.randn(3, 4)
+    assert_close(r(x.to("tpu")).detach(), cpu_model(x).detach())
+
+
+@pytest.mark.parametrize("zipfile", [True, False])
+def test_save_load(mode, zipfile):
+    cpu = torch.randn(4, 5)
+    t = cpu.to("tpu") * 2
+    obj = {"t": t, "view": t[1:, 2:], "n": 3}
+    buf = io.BytesIO()
+    torch.save(obj, buf, _use_new_zipfile_serialization=zipfile)
+    for location, device in [(None, "tpu"), ("cpu", "cpu"), ("tpu", "tpu"), (torch.device("tpu:0"), "tpu")]:
+        buf.seek(0)
+        r = torch.load(buf, map_location=location)
+        assert r["t"].device.type == device and r["view"].device.type == device and r["n"] == 3
+        torch.testing.assert_close(r["t"].cpu(), cpu * 2)
+        torch.testing.assert_close(r["view"].cpu(), (cpu * 2)[1:, 2:])
+    # A CPU checkpoint loaded straight onto tpu.
+    buf = io.BytesIO()
+    torch.save({"w": cpu}, buf, _use_new_zipfile_serialization=zipfile)
+    buf.seek(0)
+    r = torch.load(buf, map_location="tpu")
+    assert_close(r["w"], cpu)
+
+
+def test_state_dict_round_trip(mode):
+    torch.manual_seed(1)
+    cpu_model = torch.nn.Linear(6, 3)
+    model = copy.deepcopy(cpu_model).to("tpu")
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    buf.seek(0)
+    fresh = torch.nn.Linear(6, 3).to("tpu")
+    fresh.load_state_dict(torch.load(buf))
+    x = torch.randn(2, 6)
+    assert_close(fresh(x.to("tpu")).detach(), cpu_model(x).detach())
+
+
+# ---------------------------------------------------------------------------------------------
+# Layouts and dtypes tpu does not run: refused at the door
+
+
+SPARSE = [
+    ("to_sparse", lambda a: a.to_sparse(), "sparse COO"),
+    ("to_sparse_csr", lambda a: a.to_sparse_csr(), "sparse CSR"),
+    ("to_sparse_csc", lambda a: a.to_sparse_csc(), "sparse CSC"),
+    ("to_sparse_bsr", lambda a: a.to_sparse_bsr((2, 2)), "sparse BSR"),
+    ("to_sparse_bsc", lambda a: a.to_sparse_bsc((2, 2)), "sparse BSC"),
+]
+
+
+@pytest.mark.parametrize("name,convert,what", SPARSE, ids=[s[0] for s in SPARSE])
+def test_sparse_to_tpu_refused(mode, name, convert, what):
+    a = torch.randn(4, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "sparse CSR support is in beta"
+        s = convert(a)
+        with pytest.raises(NotImplementedError, match=f"{what}.*tpu supports strided|tpu supports strided.*{what}"):
+            s.to("tpu")
+        with pytest.raises(NotImplementedError, match=what):
+            s.tpu()
+        # CPU sparse tensors are untouched: conversions on the CPU still work as before.
+        torch.testing.assert_close(s.to(torch.float64).to_dense(), a.to(torch.float64))
+
+
+def test_nested_to_tpu_refused(mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # nested tensors are a prototype
+        n = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    with pytest.raises(NotImplementedError, match="strided.*nested"):
+        n.to("tpu")
+
+
+def test_quantized_to_tpu_refused(mode):
+    q = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.qint8)
+    with pytest.raises(NotImplementedError, match="strided.*quantized"):
+        q.to("tpu")
+
+
+@pytest.mark.parametrize("factory", ["empty", "zeros"])
+@pytest.mark.parametrize("layout,what", [(torch.sparse_coo, "sparse COO"), (torch.sparse_csr, "sparse CSR")])
+def test_sparse_factories_refused(mode, factory, layout, what):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NotImplementedError, match=f"tpu supports strided.*{what}"):
+            getattr(torch, factory)(2, 2, layout=layout, device="tpu")
+
+
+def test_sparse_coo_tensor_refused(mode):
+    with pytest.raises(NotImplementedError, match="sparse COO"):
+        torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]), (2, 2), device="tpu")
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_refused(mode, dtype):
+    with pytest.raises(TypeError, match="not supported on tpu"):
+        torch.randn(3, dtype=dtype).to("tpu")
+    with pytest.raises(TypeError, match="not supported on tpu"):
+        torch.zeros(3, dtype=dtype, device="tpu")
+
+
+def test_dense_after_refusals(mode):
+    # A refusal leaves nothing behind: dense work carries on.
+    with pytest.raises(NotImplementedError):
+        torch.randn(3, 3).to_sparse().to("tpu")
+    cpu = torch.randn(3, 3)
+    assert_close(cpu.to("tpu") @ cpu.to("tpu"), cpu @ cpu)
