@@ -198,9 +198,28 @@ size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexce
   return static_cast<size_t>(h);
 }
 
+int Executor::deviceOf(const OpCall& call) {
+  // One program runs on one device: every tensor of an op must live there (as CUDA requires).
+  const DeviceStorage* first = nullptr;
+  auto check = [&](const TensorArg& a) {
+    if (!first) first = a.storage;
+    else if (a.storage->device != first->device)
+      raiseError(ErrorKind::Runtime, "Expected all tensors to be on the same device, but found at least two "
+                                     "devices, tpu:" + std::to_string(first->device) + " and tpu:" +
+                                     std::to_string(a.storage->device) + "! (in " + currentOpName(call.name) +
+                                     ")");
+  };
+  for (const TensorArg& a : call.inputs) check(a);
+  for (const TensorArg& a : call.outputs) check(a);
+  return first ? first->device : 0;
+}
+
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
+  int device = deviceOf(call);
   if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
+    // One graph per device: an op on another device runs what is pending first.
+    if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
     bool boundary = fusedGraph_.record(call, build);
     ++stats_.ops;
     if (boundary) {
@@ -236,7 +255,6 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
   key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
 
-  int device = storages.empty() ? 0 : storages[0]->device;
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -557,6 +575,26 @@ void Executor::download(const DeviceStorage& storage, void* dst) {
   std::shared_ptr<pjrt::Buffer> keep = storage.buffer;
   keep->toHost(dst, bufBytes).await();
   if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
+}
+
+void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
+  if (src.nbytes != dst.nbytes)
+    throw std::logic_error("copyToDevice: storages of different sizes");
+  if (src.inGraph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (src.inGraph) fusedGraph_.flush("cross-device copy");
+  }
+  if (dst.inGraph) forget(&dst);  // replaced whole
+  std::shared_ptr<pjrt::Buffer> from = src.buffer;
+  if (!from) {  // never written: reads as zeros on the other device too
+    dst.buffer.reset();
+    return;
+  }
+  auto moved = std::shared_ptr<pjrt::Buffer>(from->copyToDevice(Runtime::get().client().devices().at(dst.device)));
+  std::lock_guard<std::mutex> lock(mutex_);
+  dst.buffer = std::move(moved);
+  dst.elem = src.elem;
+  trackInFlightLocked(dst.buffer);
 }
 
 void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {

@@ -45,6 +45,11 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+  // Replaces the content of `dst` by that of `src` (same nbytes, another device), copied
+  // device to device by the plugin (PJRT_Buffer_CopyToDevice); does not wait.
+  void copyToDevice(const DeviceStorage& src, DeviceStorage& dst);
+  // The device every tensor of `call` lives on; raises (RuntimeError) when they differ.
+  static int deviceOf(const OpCall& call);
   // Raises (IndexError) the first out-of-range index recorded on a device since
   // the last check, naming the op. Reads 4 bytes per device that ran an index
   // op since; free when none did. Called by synchronize() and download().
