@@ -13,6 +13,7 @@
 #include "ExecutionMode.h"
 #include "OpTrace.h"
 #include "Runtime.h"
+#include "Streams.h"
 #include "csrc/pjrt/Error.h"
 
 namespace tpu::runtime {
@@ -310,7 +311,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
       s->elem = entry->resultElems[r];
-      trackInFlightLocked(s->buffer);
+      trackInFlightLocked(s->buffer, device);
     }
     if (entry->flagResult >= 0) {
       setFlagLocked(device, std::shared_ptr<pjrt::Buffer>(std::move(results[entry->flagResult])));
@@ -533,9 +534,10 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
   return buf;
 }
 
-void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer) {
+void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device) {
   if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
   inFlight_.push_back(buffer);
+  Streams::get().noteLaunch(device, buffer);  // what events recorded on the current stream wait for
 }
 
 void Executor::synchronize() {
@@ -557,6 +559,7 @@ void Executor::synchronize() {
     inFlight_.clear();
   }
   for (auto& p : pending) p->awaitReady();
+  Streams::get().clearFinished();
   checkFlags(/*atOp=*/false);
 }
 
@@ -594,7 +597,7 @@ void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
   std::lock_guard<std::mutex> lock(mutex_);
   dst.buffer = std::move(moved);
   dst.elem = src.elem;
-  trackInFlightLocked(dst.buffer);
+  trackInFlightLocked(dst.buffer, dst.device);
 }
 
 void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {

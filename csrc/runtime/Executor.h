@@ -68,7 +68,7 @@ class Executor {
 
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
-  void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer);
+  void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device);
   // The out-of-range flag: the code naming an index op, the device's current
   // flag buffer, and its new value after a program that checked indices.
   int32_t flagCodeLocked(const char* opName);

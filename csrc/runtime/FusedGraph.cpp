@@ -242,7 +242,7 @@ void FusedGraph::flush(const char* reason) {
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
     outputs[r]->elem = rets[r].dtype();
-    Executor::get().trackInFlightLocked(outputs[r]->buffer);
+    Executor::get().trackInFlightLocked(outputs[r]->buffer, device_);
   }
   reset();
 }
