@@ -70,8 +70,10 @@ class Event(torch.Event):
     accepted for compatibility (waits always block the calling thread; no IPC handles)."""
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
-        return super().__new__(cls, device="tpu", enable_timing=enable_timing, blocking=blocking,
-                               interprocess=interprocess)
+        event = super().__new__(cls, device="tpu", enable_timing=enable_timing, blocking=blocking,
+                                interprocess=interprocess)
+        event._enable_timing = bool(enable_timing)
+        return event
 
     def record(self, stream=None) -> None:
         """Records the work launched on `stream` (default: the current stream) so far."""
@@ -95,7 +97,17 @@ class Event(torch.Event):
 
     def elapsed_time(self, end_event) -> float:
         """Milliseconds between the completion of this event's work and of `end_event`'s."""
-        return super().elapsed_time(end_event)
+        if not isinstance(end_event, Event):
+            return super().elapsed_time(end_event)
+        # torch.Event.elapsed_time accepts exactly torch.Event as `end_event`, not a subclass:
+        # the same checks as c10::Event, then the guard's elapsedTime on the two events.
+        if not (self._enable_timing and end_event._enable_timing):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        if self.event_id == 0 or end_event.event_id == 0:
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        if not (self.query() and end_event.query()):
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
     def synchronize(self) -> None:
         """Waits for the recorded work."""
