@@ -3,6 +3,7 @@ device their tensors live on, copies between devices, device guards, per-device 
 statistics and generators. Each result is compared with CPU PyTorch."""
 import pytest
 import torch
+import torch.nn.functional as F
 
 from conftest import assert_close
 
@@ -150,3 +151,44 @@ def test_module_to_second_device(mode):
     assert_close(out, ref, atol=1e-5, rtol=1e-5)
     out.sum().backward()
     assert all(p.grad.device.index == 1 for p in moved.parameters())
+
+
+def _train_and_ops(device):
+    torch.manual_seed(0)
+    emb, ln, lin = torch.nn.Embedding(50, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 50)
+    conv = torch.nn.Conv2d(3, 4, 3)
+    mods = torch.nn.ModuleList([emb, ln, lin, conv]).to(device)
+    opt = torch.optim.AdamW(mods.parameters(), lr=1e-2)
+    idx = torch.randint(0, 50, (4, 7)).to(device)
+    img = torch.randn(2, 3, 8, 8).to(device)
+    outs = []
+    for _ in range(2):
+        h = ln(emb(idx))
+        att = F.scaled_dot_product_attention(h[:, None], h[:, None], h[:, None], is_causal=True)[:, 0]
+        logits = lin(att)
+        loss = F.cross_entropy(logits.reshape(-1, 50), idx.reshape(-1))
+        loss = loss + F.max_pool2d(F.relu(conv(img)), 2).mean() + logits.softmax(-1).max(-1).values.mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(mods.parameters(), 1.0)
+        opt.step()
+        outs.append(loss.detach())
+    x = torch.randn(10).to(device)
+    i = torch.tensor([1, 3]).to(device)
+    outs += [x.sort().values, x.topk(3).values, x.cumsum(0), torch.nonzero(x > 0), x[x > 0],
+             torch.where(x > 0, x, torch.zeros_like(x)), x.index_select(0, i), torch.cat([x, x]),
+             torch.gather(x, 0, i), x.clone().scatter_add_(0, i, torch.ones(2).to(device))]
+    return [o.cpu() for o in outs]
+
+
+def test_training_on_a_second_device_touches_no_other(mode):
+    # Kernels allocate their outputs and temporaries on their inputs' device, not the current one.
+    torch.tpu.synchronize()
+    for d in range(torch.tpu.device_count()):
+        torch.tpu.reset_peak_memory_stats(d)
+    base = torch.tpu.memory_allocated(0)
+    got = _train_and_ops("tpu:1")
+    assert torch.tpu.max_memory_allocated(0) == base
+    assert torch.tpu.max_memory_allocated(1) > 0
+    for g, r in zip(got, _train_and_ops("cpu")):
+        torch.testing.assert_close(g, r, atol=1e-4, rtol=1e-4)
