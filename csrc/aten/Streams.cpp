@@ -4,6 +4,8 @@
 #include <torch/library.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "DeviceAllocator.h"
 #include "Guard.h"
 #include "csrc/pjrt/Error.h"
@@ -23,6 +25,10 @@ struct TpuEvent {
 
 int indexOf(c10::Device d) {
   int index = d.has_index() ? d.index() : currentDevice();
+  // getStream runs for every autograd node: skip the runtime's lock once the count is known.
+  static std::atomic<int> known{0};
+  if (index >= 0 && index < known.load(std::memory_order_relaxed)) return index;
+  known = deviceCount();
   TORCH_CHECK(index >= 0 && index < deviceCount(), "tpu: invalid device index ", index, " (", deviceCount(),
               " devices)");
   return index;

@@ -593,7 +593,17 @@ void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
     dst.buffer.reset();
     return;
   }
-  auto moved = std::shared_ptr<pjrt::Buffer>(from->copyToDevice(Runtime::get().client().devices().at(dst.device)));
+  auto& client = Runtime::get().client();
+  std::shared_ptr<pjrt::Buffer> moved;
+  try {
+    moved = std::shared_ptr<pjrt::Buffer>(from->copyToDevice(client.devices().at(dst.device)));
+  } catch (const pjrt::PjrtError&) {
+    // A plugin without device-to-device copies: through the host.
+    std::vector<unsigned char> host(static_cast<size_t>(src.elemCount()) * hlo::byteWidth(src.elem));
+    from->toHost(host.data(), host.size()).await();
+    moved = std::shared_ptr<pjrt::Buffer>(
+        client.bufferFromHost(host.data(), toElementType(src.elem), {src.elemCount()}, dst.device));
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   dst.buffer = std::move(moved);
   dst.elem = src.elem;
