@@ -53,8 +53,9 @@ void deleteStorage(void* ctx) {
 
 }  // namespace
 
-c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
-  int device = currentDevice();
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) { return allocateOn(nbytes, currentDevice()); }
+
+c10::DataPtr DeviceAllocator::allocateOn(size_t nbytes, int device) {
   auto* storage = new runtime::DeviceStorage();
   storage->nbytes = nbytes;
   storage->device = device;
