@@ -10,9 +10,22 @@ from conftest import assert_close
 
 
 def big_matmuls(x, n=6):
+    """n chained matmuls with x: each depends on the last (a long serial chain of device work)."""
+    y = x
     for _ in range(n):
-        x = torch.tanh(x @ x)
-    return x
+        y = torch.tanh(y @ x)
+    return y
+
+
+def long_work_input(mode):
+    """Input for 24 chained matmuls that keep the device busy for seconds on the 2-core CPU plugin (about 2 s),
+    so that `query()` right after the launch is False however long the host is descheduled in between (a 0.2 s
+    chain could finish during a stall of a loaded machine). Debug mode waits after every op: small input."""
+    n = 200 if mode == "debug" else 1600
+    return torch.randn(n, n, device="tpu") / (n ** 0.5 * 1.06)  # gain 1/1.06: values shrink slowly, never blow up
+
+
+LONG = 24
 
 
 def test_current_and_default_streams(mode):
@@ -59,26 +72,26 @@ def test_side_stream_results_after_wait_stream(mode):
 
 
 def test_event_query_and_synchronize(mode):
-    x = torch.randn(800, 800, device="tpu") / 30
+    x = long_work_input(mode)
     torch.tpu.synchronize()
     done = torch.tpu.Event()
     assert done.query()  # never recorded: True, as CUDA
-    y = big_matmuls(x, 12)
+    y = big_matmuls(x, LONG)
     done.record()
     # Debug mode waits after every op; strict and fused launch and return.
     if mode != "debug":
         assert not done.query()
     done.synchronize()
     assert done.query()
-    assert_close(y, big_matmuls(x.cpu(), 12), atol=1e-4, rtol=1e-4)
+    assert_close(y, big_matmuls(x.cpu(), LONG), atol=1e-4, rtol=1e-4)
 
 
 def test_stream_query_waits_for_its_work(mode):
-    x = torch.randn(800, 800, device="tpu") / 30
+    x = long_work_input(mode)
     torch.tpu.synchronize()
     side = torch.tpu.Stream()
     with torch.tpu.stream(side):
-        y = big_matmuls(x, 12)
+        y = big_matmuls(x, LONG)
     if mode != "debug":
         assert not side.query()
     assert torch.tpu.current_stream().query()  # nothing was launched on the default stream
@@ -88,11 +101,11 @@ def test_stream_query_waits_for_its_work(mode):
 
 
 def test_events_on_a_stream_are_ordered(mode):
-    x = torch.randn(800, 800, device="tpu") / 30
+    x = long_work_input(mode)
     torch.tpu.synchronize()
     side = torch.tpu.Stream()
     with torch.tpu.stream(side):
-        first = big_matmuls(x, 12)
+        first = big_matmuls(x, LONG)
         e1 = side.record_event()
         e2 = side.record_event()  # no work in between: done only when e1 is
     if mode != "debug":
@@ -102,7 +115,7 @@ def test_events_on_a_stream_are_ordered(mode):
     # An event on another stream that waited for e1 completes after it too.
     other = torch.tpu.Stream()
     with torch.tpu.stream(other):
-        second = big_matmuls(x, 12)
+        second = big_matmuls(x, LONG)
     other.wait_event(side.record_event())
     e3 = other.record_event()
     e3.synchronize()
