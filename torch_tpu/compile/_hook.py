@@ -35,6 +35,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             original(module)
             with _lock:
                 callbacks = _callbacks.pop(fullname, [])
+                if not _callbacks and _finder in sys.meta_path:
+                    sys.meta_path.remove(_finder)  # nothing left to watch
             for fn in callbacks:
                 try:
                     fn()
