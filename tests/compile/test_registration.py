@@ -122,3 +122,19 @@ def test_import_torch_does_not_import_dynamo():
             "assert 'tpu' in torch._dynamo.list_backends(); print('ok')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+def test_torch_tpu_log_recompile_names_the_failed_guard():
+    import os
+    import subprocess
+    import sys
+    code = ("import torch\n"
+            "f = torch.compile(lambda x: x * 2, backend='tpu', dynamic=False)\n"
+            "a = f(torch.ones(4, device='tpu')); b = f(torch.ones(5, device='tpu'))\n"
+            "assert b.cpu().tolist() == [2.0] * 5\n")
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}
+    env["TORCH_TPU_LOG"] = "recompile"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Recompiling function" in result.stderr
+    assert "size mismatch at index 0. expected 4, actual 5" in result.stderr

@@ -25,12 +25,23 @@ def register_all() -> None:
     # Graphs that touch no tpu tensor still go to inductor (backend.default_backend).
     if registry.get_default_backend() == "inductor":
         registry.set_default_backend(backend.default_backend)
+    _configure_logging()
     # backend="inductor" named explicitly: refuse tpu graphs with a clear error (below).
     import sys
     if "torch._inductor.codegen.common" in sys.modules:
         register_inductor_refusal()
     else:
         _hook.after_import("torch._inductor.codegen.common", register_inductor_refusal)
+
+
+def _configure_logging() -> None:
+    """TORCH_TPU_LOG=recompile (or all): Dynamo's recompile log, which names the guard that
+    failed (`tensor 'x' size mismatch at index 0. expected 4, actual 5`). An explicit
+    TORCH_LOGS wins: torch._logging.set_logs would replace it."""
+    import os
+    flags = os.environ.get("TORCH_TPU_LOG", "")
+    if ("recompile" in flags or "all" in flags) and not os.environ.get("TORCH_LOGS"):
+        torch._logging.set_logs(recompiles=True)
 
 
 def _inductor_error() -> RuntimeError:
