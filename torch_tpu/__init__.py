@@ -37,6 +37,10 @@ def _register() -> None:
     # accelerate's default device (see _integrations.py): environment only, starts nothing.
     from . import _integrations
     _integrations.configure_accelerate()
+    # torch.compile: backend "tpu", Dynamo's device interface, the default backend for tpu
+    # graphs; registered once torch._dynamo is imported (compile/__init__.py).
+    from . import compile as _compile
+    _compile.install()
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)

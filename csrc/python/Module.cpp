@@ -128,6 +128,7 @@ PYBIND11_MODULE(_C, m) {
     d["compile_seconds"] = s.compileSeconds;
     d["cached_executables"] = runtime::Executor::get().cacheSize();
     d["evictions"] = s.evictions;
+    d["compiled_graphs"] = s.compiledGraphs;
     return d;
   });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });
@@ -142,6 +143,13 @@ PYBIND11_MODULE(_C, m) {
     d["step_boundaries"] = s.stepBoundaries;
     d["running_graphs"] = s.runningGraphs;
     return d;
+  });
+  // torch.compile (torch_tpu/compile/backend.py): the ops between these two calls become one
+  // fused program, flushed at the end (which may compile, so the GIL is released).
+  m.def("_compiled_graph_begin", [] { runtime::Executor::get().beginCompiledGraph(); });
+  m.def("_compiled_graph_end", [] {
+    py::gil_scoped_release release;
+    runtime::Executor::get().endCompiledGraph();
   });
   m.def("_reset_executor_stats", [] { runtime::Executor::get().resetStats(); });
   // Called at exit. Autograd starts one device thread per tpu device at the

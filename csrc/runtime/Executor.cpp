@@ -161,8 +161,28 @@ Executor::Executor() : cache_(memoryCacheBound()) {
 
 void Executor::setFused(bool fused) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (captureDepth_ > 0) {  // a compiled graph is being traced: the new mode applies after it
+    fusedBeforeCapture_ = fused;
+    return;
+  }
   fusedGraph_.flush("mode change");
   fusedMode_ = fused;
+}
+
+void Executor::beginCompiledGraph() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (captureDepth_++ > 0) return;
+  fusedGraph_.flush("compiled graph start");
+  fusedBeforeCapture_ = fusedMode_;
+  fusedMode_ = true;
+}
+
+void Executor::endCompiledGraph() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (captureDepth_ == 0 || --captureDepth_ > 0) return;
+  fusedMode_ = fusedBeforeCapture_;
+  ++stats_.compiledGraphs;
+  fusedGraph_.flush("compiled graph");
 }
 
 void Executor::flush(const char* reason) {
@@ -221,8 +241,10 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     std::lock_guard<std::mutex> lock(mutex_);
     // One graph per device: an op on another device runs what is pending first.
     if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
-    bool boundary = fusedGraph_.record(call, build);
+    // A compiled graph is one program: neither learned periods nor the size bound cut it.
+    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);
     ++stats_.ops;
+    if (captureDepth_ > 0) return;
     if (boundary) {
       fusedGraph_.flush("step boundary");
     } else if (fusedGraph_.ops() >= fusedMaxOps_) {

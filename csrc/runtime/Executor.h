@@ -28,6 +28,7 @@ struct ExecutorStats {
   int64_t compiles = 0;     // programs compiled by XLA
   double compileSeconds = 0;
   int64_t evictions = 0;    // programs dropped from the in-memory tier at its bound
+  int64_t compiledGraphs = 0;  // torch.compile graph calls, each flushed as one fused program
 };
 
 int64_t newOpId();
@@ -79,6 +80,14 @@ class Executor {
   void setFusedMaxOps(size_t n);
   // `storage` is being freed: a pending graph must not produce it.
   void forget(DeviceStorage* storage);
+  // torch.compile (torch_tpu/compile): every op between beginCompiledGraph and
+  // endCompiledGraph is traced into one fused graph whatever the eager mode. Pending
+  // work is flushed first (the graph's module text is then the same every call and hits
+  // the cache); the size bound and learned step boundaries do not cut it; the end flushes
+  // it as one program. Nested scopes join the outermost one.
+  void beginCompiledGraph();
+  void endCompiledGraph();
+  bool capturing() const { return captureDepth_ > 0; }
 
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
@@ -137,6 +146,8 @@ class Executor {
   FusedGraph fusedGraph_;
   bool fusedMode_ = false;
   size_t fusedMaxOps_ = 1000;  // XLA compile time grows fast beyond this
+  int captureDepth_ = 0;           // open compiled-graph scopes
+  bool fusedBeforeCapture_ = false;  // the eager mode's policy, restored at the end
 };
 
 }  // namespace tpu::runtime

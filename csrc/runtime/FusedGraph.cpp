@@ -46,7 +46,7 @@ void FusedGraph::reset() {
   indexFlag_.reset();
 }
 
-bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
+bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps) {
   if (ops_ == 0) {
     firstOp_ = call.name;
     if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
@@ -67,6 +67,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build) {
   if (logFusedOps()) opNames_.push_back(call.name);
   ++ops_;
   ++stats_.fusedOps;
+  if (!observeSteps) return false;
   bool boundary = steps_.observe(opSignature(call));
   stats_.stepBoundaries += boundary;
   return boundary;

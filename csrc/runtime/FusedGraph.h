@@ -47,7 +47,8 @@ class FusedGraph final : public TraceContext {
   // The device the pending graph runs on (one graph holds one device's ops).
   int device() const { return device_; }
   // Adds the op; true when it ends a learned period of the op stream (a step boundary: flush now).
-  bool record(const OpCall& call, FunctionRef<BuildFn> build);
+  // A compiled graph's ops (observeSteps false) are kept out of the eager stream's period.
+  bool record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps = true);
   StepDetector& steps() { return steps_; }
   // Runs the pending graph and gives every live written storage its buffer.
   // Callers hold the executor lock.

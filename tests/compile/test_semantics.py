@@ -1,0 +1,143 @@
+"""torch.compile(backend="tpu") behaves as eager: graph breaks, non-tensor outputs,
+outputs that alias inputs, in-place updates of inputs and their views, RNG state,
+pending eager work around a compiled graph."""
+import pytest
+import torch
+from torch_tpu import _C
+
+from conftest import assert_close
+
+
+def _compiled_graphs():
+    return _C._executor_stats()["compiled_graphs"]
+
+
+def _data(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_graph_break_runs_two_graphs_and_matches_cpu(mode):
+    def f(x):
+        y = torch.relu(x) * 3
+        print_count = int(y.sum().item() > 0)  # .item(): a graph break
+        return y.exp() + print_count
+
+    x = _data(5, 4)
+    before = _compiled_graphs()
+    out = torch.compile(f, backend="tpu")(x.to("tpu"))
+    assert _compiled_graphs() - before == 2
+    assert_close(out, f(x))
+
+
+def test_graph_break_with_backward(mode):
+    def f(x, w):
+        h = torch.tanh(x @ w)
+        torch._dynamo.graph_break()
+        return (h * h).sum()
+
+    x, w = _data(4, 3), _data(3, 2, seed=1).requires_grad_()
+    wt = w.detach().to("tpu").requires_grad_()
+    f(x, w).backward()
+    loss = torch.compile(f, backend="tpu")(x.to("tpu"), wt)
+    loss.backward()
+    assert_close(wt.grad, w.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_non_tensor_outputs(mode):
+    def f(x, n):
+        return x * n, n + 1, "label", x.shape[0], None
+
+    x = _data(3)
+    out = torch.compile(f, backend="tpu")(x.to("tpu"), 2)
+    want = f(x, 2)
+    assert_close(out[0], want[0])
+    assert out[1:] == want[1:]
+
+
+def test_outputs_aliasing_inputs_are_views(mode):
+    def f(x):
+        return x.view(-1), x[1], x.t(), x * 2
+
+    x = _data(3, 4)
+    xt = x.to("tpu")
+    flat, row, tr, dbl = torch.compile(f, backend="tpu")(xt)
+    for out, want in zip((flat, row, tr, dbl), f(x)):
+        assert_close(out, want)
+    assert flat._base is xt and row._base is xt and tr._base is xt
+    xt.add_(1)  # a view sees the write, as in eager
+    assert_close(row, x[1] + 1)
+
+
+def test_in_place_updates_of_inputs_and_views(mode):
+    def f(x, buf):
+        buf.mul_(0.9).add_(x.mean(0), alpha=0.1)  # a running average, as BatchNorm keeps
+        x[0].zero_()  # a write through a view of an input
+        return x.sum()
+
+    x, buf = _data(4, 3), _data(3, seed=1)
+    xt, buft = x.to("tpu"), buf.to("tpu")
+    want = f(x, buf)
+    got = torch.compile(f, backend="tpu")(xt, buft)
+    assert_close(got, want, atol=1e-6, rtol=1e-5)
+    assert_close(xt, x)
+    assert_close(buft, buf, atol=1e-6, rtol=1e-5)
+
+
+def test_mutating_a_parameter_under_no_grad(mode):
+    lin = torch.nn.Linear(3, 3).to("tpu")
+
+    @torch.compile(backend="tpu")
+    def decay(m):
+        with torch.no_grad():
+            for p in m.parameters():
+                p.mul_(0.5)
+
+    w = lin.weight.detach().cpu()
+    decay(lin)
+    assert_close(lin.weight.detach(), w * 0.5)
+
+
+def test_random_ops_advance_the_generator_as_eager(mode):
+    def f(x):
+        return x + torch.rand_like(x), torch.randn(3, device=x.device)
+
+    x = torch.zeros(5, device="tpu")
+    torch.manual_seed(7)
+    want = [f(x) for _ in range(2)]
+    state_after_eager = torch.tpu.get_rng_state()
+    compiled = torch.compile(f, backend="tpu")
+    torch.manual_seed(7)
+    got = [compiled(x) for _ in range(2)]
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            assert torch.equal(a.cpu(), b.cpu())
+    assert not torch.equal(got[0][1].cpu(), got[1][1].cpu())  # the offset advanced
+    assert torch.equal(torch.tpu.get_rng_state(), state_after_eager)  # the same offset as eager
+
+
+def test_pending_fused_eager_work_is_not_mixed_into_the_graph():
+    # In fused mode the eager ops before the call are flushed first, so the compiled
+    # graph's module is the same at every call.
+    import torch_tpu
+
+    f = torch.compile(lambda a: (a * 2).sin(), backend="tpu")
+    with torch_tpu.eager_mode("fused"):
+        x = torch.ones(4, device="tpu") + 1  # pending eager work
+        f(x)
+        compiles = _C._fused_stats()["compiles"]
+        y = torch.ones(4, device="tpu") * 3 - 1  # other pending eager work
+        out = f(y)
+        torch.tpu.synchronize()
+        assert _C._fused_stats()["compiles"] - compiles == 1  # only the new eager graph
+    assert_close(out, (torch.full((4,), 2.0) * 2).sin())
+
+
+def test_error_inside_a_graph_leaves_the_runtime_usable(mode):
+    def f(x, idx):
+        return x[idx] * 2
+
+    x = _data(4)
+    f_c = torch.compile(f, backend="tpu")
+    with pytest.raises(IndexError, match="out of range"):
+        f_c(x.to("tpu"), torch.tensor([1, 9]).to("tpu")).cpu()
+    assert_close(f_c(x.to("tpu"), torch.tensor([3, 0]).to("tpu")), f(x, torch.tensor([3, 0])))

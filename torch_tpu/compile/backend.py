@@ -1,0 +1,121 @@
+"""The Dynamo backend "tpu": one fused program per FX graph, from the eager lowerings.
+
+Dynamo captures a graph; AOTAutograd (min-cut partitioner, core ATen decompositions
+only for ops with no tpu kernel) turns it into functional forward / backward (or
+inference) graphs of ATen ops. Each graph is run as it is, op by op, through the same
+tpu kernels as eager, inside a compiled-graph scope of the executor
+(`_C._compiled_graph_begin/_end`, Executor.h): whatever the eager mode, every op is
+traced into one pending fused graph (no size bound, no step cut), and the end of the
+graph flushes it as ONE StableHLO module, compiled once per module text through both
+cache tiers (FusedGraph.cpp). There is no second lowering table.
+
+What the runtime wrappers of AOTAutograd do outside the graph (input mutations of
+training graphs written back with copy_, aliased outputs regenerated as views, the
+RNG state, non-tensor outputs) runs in eager mode, so it behaves as eager does.
+"""
+import functools
+
+import torch
+
+from .. import _C
+
+
+def _has_tpu_rule(op) -> bool:
+    """True when the op runs on tpu without decomposing it: our own kernel, or a
+    composite-explicit kernel that dispatches again to ops (which then reach ours).
+    The dispatcher's computed table would say yes for every op (the boxed fallback)."""
+    name = op.name()
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+               for key in ("PrivateUse1", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"))
+
+
+@functools.cache
+def decompositions() -> dict:
+    """Core ATen decompositions for the ops we have no rule for; everything else stays
+    the op eager runs (same kernels, same numerics, same RNG stream)."""
+    from torch._decomp import core_aten_decompositions
+
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        if isinstance(op, torch._ops.OpOverload) and not _has_tpu_rule(op):
+            table[op] = fn
+    return table
+
+
+def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
+    """AOTAutograd's compiler for one forward, backward or inference graph."""
+    from torch.fx.graph import _BoxedCodeGen
+
+    # Boxed calling convention: the generated forward takes the argument list and clears
+    # it, so inputs the graph no longer needs can be freed while it runs (as inductor does).
+    gm.graph.set_codegen(_BoxedCodeGen())
+    gm.recompile()
+    forward = gm.forward
+
+    def run(args):
+        _C._compiled_graph_begin()
+        try:
+            out = forward(args)
+        except BaseException:
+            try:  # the part traced so far still runs, so storages stay consistent
+                _C._compiled_graph_end()
+            except Exception:
+                pass
+            raise
+        # Intermediates are freed by now (the frame is gone): the program's results are
+        # the graph outputs, the mutated inputs and the activations saved for backward.
+        _C._compiled_graph_end()
+        return out
+
+    run._boxed_call = True
+    return run
+
+
+def tpu_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """torch.compile(fn, backend="tpu"). `mode` and `options` are inductor's tuning
+    knobs; this backend has none, so they are accepted and ignored."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    kwargs.pop("mode", None)
+    kwargs.pop("options", None)
+    if kwargs:
+        raise TypeError(f"torch.compile backend 'tpu' got unexpected options {sorted(kwargs)}")
+    compiler = aot_autograd(
+        fw_compiler=_graph_runner,
+        bw_compiler=_graph_runner,
+        inference_compiler=_graph_runner,
+        decompositions=decompositions(),
+        partition_fn=min_cut_rematerialization_partition,
+        keep_inference_input_mutations=True,
+    )
+    return compiler(gm, example_inputs)
+
+
+def _on_tpu(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "tpu"
+
+
+def graph_uses_tpu(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """An input, or any value the graph computes (Dynamo's example values), is on tpu."""
+    if any(_on_tpu(x) for x in example_inputs):
+        return True
+    for node in gm.graph.nodes:
+        value = node.meta.get("example_value", node.meta.get("val"))
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(_on_tpu(v) for v in values):
+            return True
+    return False
+
+
+def default_backend(gm: torch.fx.GraphModule, example_inputs, mode=None, options=None):
+    """torch.compile's default backend once torch_tpu is loaded
+    (torch._dynamo.backends.registry.set_default_backend): graphs on tpu go to "tpu";
+    every other graph goes to inductor exactly as `torch.compile` would send it."""
+    if graph_uses_tpu(gm, example_inputs):
+        return tpu_backend(gm, example_inputs)
+    inductor = torch._TorchCompileInductorWrapper(mode or "default", options, None)
+    return inductor(gm, example_inputs)
+
+
+

@@ -1,0 +1,72 @@
+"""Everything torch.compile needs to know about tpu, registered once torch._dynamo is
+imported (see __init__.py for why not earlier)."""
+import torch
+
+_done = False
+
+
+def register_all() -> None:
+    global _done
+    if _done:
+        return
+    _done = True
+    from torch._dynamo import device_interface
+    from torch._dynamo.backends import registry
+
+    from . import backend, _hook
+    from .device_interface import TpuInterface
+
+    registry.register_backend(compiler_fn=backend.tpu_backend, name="tpu")
+    # init_device_reg() registers torch's own TpuInterface (for Google's TorchTPU) the
+    # first time any interface is asked for: let it run first, then replace that entry.
+    device_interface.get_registered_device_interfaces()
+    device_interface.register_interface_for_device("tpu", TpuInterface)
+    # torch.compile(fn) with no backend: the documented hook for the default choice.
+    # Graphs that touch no tpu tensor still go to inductor (backend.default_backend).
+    if registry.get_default_backend() == "inductor":
+        registry.set_default_backend(backend.default_backend)
+    _configure_logging()
+    # backend="inductor" named explicitly: refuse tpu graphs with a clear error (below).
+    import sys
+    if "torch._inductor.codegen.common" in sys.modules:
+        register_inductor_refusal()
+    else:
+        _hook.after_import("torch._inductor.codegen.common", register_inductor_refusal)
+
+
+def _configure_logging() -> None:
+    """TORCH_TPU_LOG=recompile (or all): Dynamo's recompile log, which names the guard that
+    failed (`tensor 'x' size mismatch at index 0. expected 4, actual 5`). An explicit
+    TORCH_LOGS wins: torch._logging.set_logs would replace it."""
+    import os
+    flags = os.environ.get("TORCH_TPU_LOG", "")
+    if ("recompile" in flags or "all" in flags) and not os.environ.get("TORCH_LOGS"):
+        torch._logging.set_logs(recompiles=True)
+
+
+def _inductor_error() -> RuntimeError:
+    return RuntimeError(
+        "torch.compile: backend 'inductor' cannot compile graphs on device tpu (its tpu path "
+        "generates Pallas kernels through JAX). Use torch.compile(fn, backend=\"tpu\"), or "
+        "torch.compile(fn) with no backend, which picks \"tpu\" for tpu graphs.")
+
+
+def register_inductor_refusal() -> None:
+    """Inductor picks code generators per device (register_backend_for_device) and
+    registers its Pallas one for "tpu" only when none is registered; ours refuses."""
+    from torch._inductor.codegen import common
+
+    if common.get_scheduling_for_device("tpu") is not None:
+        return
+
+    def refuse_scheduling(*args, **kwargs):
+        raise _inductor_error()
+
+    class RefusingWrapper:
+        supports_caching = False
+
+        @staticmethod
+        def create(*args, **kwargs):
+            raise _inductor_error()
+
+    common.register_backend_for_device("tpu", refuse_scheduling, RefusingWrapper)
