@@ -106,11 +106,20 @@ def test_dynamo_device_interface():
     iface.synchronize()
 
 
-def test_device_interface_refuses_other_streams():
+def test_device_interface_streams_are_torch_tpu_streams():
     from torch_tpu.compile.device_interface import TpuInterface
 
-    with pytest.raises(RuntimeError, match="one stream"):
-        TpuInterface._set_stream_by_id(3, 0, 0)
+    assert TpuInterface.Stream is torch.tpu.Stream and TpuInterface.Event is torch.tpu.Event
+    side = torch.tpu.Stream()
+    TpuInterface._set_stream_by_id(side.stream_id, side.device_index, side.device_type)
+    try:
+        assert torch.tpu.current_stream() == side
+        assert TpuInterface.get_raw_stream(torch.tpu.current_device()) == side.stream_id
+    finally:
+        TpuInterface.set_stream(torch.tpu.default_stream())
+    with TpuInterface.stream(side):
+        assert TpuInterface.current_stream() == side
+    assert TpuInterface.current_stream() == torch.tpu.default_stream()
 
 
 def test_import_torch_does_not_import_dynamo():
