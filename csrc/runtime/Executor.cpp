@@ -176,6 +176,19 @@ void Executor::beginCompiledGraph() {
   fusedMode_ = true;
 }
 
+void Executor::captureCompiledGraph(std::shared_ptr<CapturedGraph> into) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.captureNextFlush(captureDepth_ > 0 ? std::move(into) : nullptr);
+}
+
+void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                                   const std::vector<DeviceStorage*>& outputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.flush("compiled graph start");  // pending eager work first, as beginCompiledGraph does
+  fusedGraph_.replay(g, inputs, outputs);
+  ++stats_.compiledGraphs;
+}
+
 void Executor::endCompiledGraph() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (captureDepth_ == 0 || --captureDepth_ > 0) return;
