@@ -66,8 +66,59 @@ class device:
 
 
 def synchronize(device: _DeviceLike = None) -> None:
-    """Waits for every program launched on tpu (PJRT orders them per device)."""
+    """Waits for every program launched on tpu (on every device, which includes `device`'s)."""
     _C._synchronize()
+
+
+# --- streams and events (torch_tpu/streams.py) ----------------------------
+
+from .streams import Event, Stream  # noqa: E402
+
+
+def current_stream(device: _DeviceLike = None) -> Stream:
+    """This thread's current stream on `device` (default: the current device)."""
+    index = _index(device)
+    return streams._wrap(_C._current_stream(index), index)
+
+
+def default_stream(device: _DeviceLike = None) -> Stream:
+    return streams._wrap(0, _index(device))
+
+
+def set_stream(stream: Optional[torch.Stream]) -> None:
+    """Makes `stream` the current stream of its device (the current device is unchanged)."""
+    if stream is None:
+        return
+    if stream.device_type != _C._device_type_id:
+        raise ValueError(f"expected a tpu stream, got {stream}")
+    _C._set_stream(stream.stream_id, stream.device_index)
+
+
+class StreamContext:
+    """`with torch.tpu.stream(s):` makes `s` current on its device for the block, as torch.cuda.StreamContext."""
+
+    def __init__(self, stream: Optional[torch.Stream]):
+        self.stream = stream
+        self.prev = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return None
+        self.prev = current_stream(self.stream.device_index)
+        set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: Any):
+        if self.stream is not None:
+            set_stream(self.prev)
+        return False
+
+
+def stream(stream: Optional[torch.Stream]) -> StreamContext:
+    return StreamContext(stream)
+
+
+from . import streams  # noqa: E402
 
 
 def get_device_name(device: _DeviceLike = None) -> str:
@@ -179,6 +230,13 @@ def max_memory_reserved(device: _DeviceLike = None) -> int:
 
 def reset_peak_memory_stats(device: _DeviceLike = None) -> None:
     _C._reset_peak_memory_stats(_index(device))
+
+
+def mem_get_info(device: _DeviceLike = None):
+    """(free, total) bytes of `device`. From PJRT_Device_MemoryStats where the plugin reports a
+    limit; the XLA CPU plugin does not, and its devices live in host memory: then total is the
+    host's physical memory and free is min(available host memory, total - bytes tpu holds there)."""
+    return tuple(_C._mem_get_info(_index(device)))
 
 
 def empty_cache() -> None:

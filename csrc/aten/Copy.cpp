@@ -85,6 +85,19 @@ void downloadInto(at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   runtime::Executor::get().downloadAsync(*deviceStorage(dense.storage()), dst.data_ptr(), keepAlive(dst));
 }
 
+// dst (tpu:j) <- src (tpu:i): convert on the source device into a dense buffer, which the
+// plugin copies device to device; a partial or broadcast destination takes one more program.
+void crossDeviceCopy(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor dense = denseOnDevice(src.to(dst.scalar_type()));
+  if (coversStorage(dst) && dst.sizes() == dense.sizes()) {
+    runtime::Executor::get().copyToDevice(*deviceStorage(dense.storage()), *deviceStorage(dst.storage()));
+    return;
+  }
+  at::Tensor moved = at::empty(dense.sizes(), dense.options().device(dst.device()));
+  runtime::Executor::get().copyToDevice(*deviceStorage(dense.storage()), *deviceStorage(moved.storage()));
+  deviceCopy(dst, moved);
+}
+
 at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool nonBlocking) {
   if (self.numel() == 0) return self;
   if (self.is_same(src)) return self;
@@ -95,7 +108,7 @@ at::Tensor& copy(at::Tensor& self, const at::Tensor& src, bool nonBlocking) {
     at::assert_no_partial_overlap(self, src);
     deviceCopy(self, src);
   } else if (selfTpu && srcTpu) {
-    uploadInto(self, downloadDense(src), false);  // across devices, via the host
+    crossDeviceCopy(self, src);
   } else if (selfTpu) {
     TORCH_CHECK(src.device().is_cpu(), "tpu: cannot copy from ", src.device(), " to tpu; move it to cpu first");
     uploadInto(self, src, nonBlocking);

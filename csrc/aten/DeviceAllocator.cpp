@@ -4,10 +4,10 @@
 #include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
-#include <map>
 #include <mutex>
 
 #include "Guard.h"
+#include "csrc/runtime/AddressRanges.h"
 #include "csrc/runtime/Executor.h"
 
 namespace tpu::aten {
@@ -37,15 +37,11 @@ void updateStats(int device, int64_t bytes, int64_t count) {
 // Live storages by address: start -> (span, storage). Only consulted for pointers
 // whose DataPtr is not ours (from_blob), so a lookup is off the hot path; an
 // allocation pays one map insert.
-std::mutex gRangesMutex;
-std::map<uintptr_t, std::pair<uint64_t, runtime::DeviceStorage*>> gRanges;
+runtime::AddressRanges<runtime::DeviceStorage*> gRanges;
 
 void deleteStorage(void* ctx) {
   auto* storage = static_cast<runtime::DeviceStorage*>(ctx);
-  {
-    std::lock_guard<std::mutex> lock(gRangesMutex);
-    gRanges.erase(storage->address);
-  }
+  gRanges.erase(storage->address);
   if (storage->inGraph) runtime::Executor::get().forget(storage);  // dead: never materialised
   updateStats(storage->device, -static_cast<int64_t>(storage->nbytes), -1);
   delete storage;
@@ -53,18 +49,16 @@ void deleteStorage(void* ctx) {
 
 }  // namespace
 
-c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
-  int device = currentDevice();
+c10::DataPtr DeviceAllocator::allocate(size_t nbytes) { return allocateOn(nbytes, currentDevice()); }
+
+c10::DataPtr DeviceAllocator::allocateOn(size_t nbytes, int device) {
   auto* storage = new runtime::DeviceStorage();
   storage->nbytes = nbytes;
   storage->device = device;
   uint64_t span = (std::max<uint64_t>(nbytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   storage->address = gNextAddress.fetch_add(span);
   void* address = reinterpret_cast<void*>(storage->address);
-  {
-    std::lock_guard<std::mutex> lock(gRangesMutex);
-    gRanges.emplace(storage->address, std::make_pair(span, storage));
-  }
+  gRanges.insert(storage->address, span, storage);
   updateStats(device, static_cast<int64_t>(nbytes), 1);
   return {address, storage, &deleteStorage, c10::Device(c10::DeviceType::PrivateUse1, device)};
 }
@@ -104,12 +98,9 @@ DeviceAllocator& DeviceAllocator::get() {
 
 StorageRef findDeviceStorage(const void* ptr) {
   auto p = reinterpret_cast<uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(gRangesMutex);
-  auto it = gRanges.upper_bound(p);
-  if (it == gRanges.begin()) return {};
-  --it;
-  if (p >= it->first + it->second.first) return {};
-  return {it->second.second, static_cast<size_t>(p - it->first)};
+  auto range = gRanges.find(p);
+  if (!range) return {};
+  return {range->value, static_cast<size_t>(p - range->start)};
 }
 
 StorageRef resolveStorage(const c10::Storage& storage) {

@@ -12,7 +12,10 @@ namespace tpu::aten {
 
 class DeviceAllocator final : public c10::DeviceAllocator {
  public:
+  // On the current device (the DeviceGuard's).
   c10::DataPtr allocate(size_t nbytes) override;
+  // On `device`: the storage, its statistics and the DataPtr's device agree.
+  c10::DataPtr allocateOn(size_t nbytes, int device);
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override;
 

@@ -57,14 +57,6 @@ void GuardImpl::uncheckedSetDevice(c10::Device d) const noexcept {
   if (d.index() >= 0) tCurrentDevice = d.index();
 }
 
-c10::Stream GuardImpl::getStream(c10::Device d) const {
-  return c10::Stream(c10::Stream::DEFAULT, d);
-}
-
-c10::Stream GuardImpl::exchangeStream(c10::Stream s) const {
-  return c10::Stream(c10::Stream::DEFAULT, s.device());
-}
-
 c10::DeviceIndex GuardImpl::deviceCount() const noexcept {
   return static_cast<c10::DeviceIndex>(tpu::aten::deviceCount());
 }

@@ -2,30 +2,25 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
+
+#include "csrc/runtime/AddressRanges.h"
 
 namespace tpu::aten {
 namespace {
 
 constexpr size_t kPage = 4096;
 
-// Live blocks by start address -> size (size 0 blocks still occupy one page).
-std::mutex gMutex;
-std::map<uintptr_t, size_t> gBlocks;
-HostAllocatorStats gStats;
+// Live blocks (size 0 blocks still occupy one page); the value is the bytes asked for.
+runtime::AddressRanges<size_t> gBlocks;
+std::atomic<int64_t> gLiveBlocks{0}, gLiveBytes{0}, gAllocations{0};
 
 void freeBlock(void* ptr) {
-  {
-    std::lock_guard<std::mutex> lock(gMutex);
-    auto it = gBlocks.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it != gBlocks.end()) {
-      gStats.liveBlocks -= 1;
-      gStats.liveBytes -= static_cast<int64_t>(it->second);
-      gBlocks.erase(it);
-    }
+  if (auto block = gBlocks.erase(reinterpret_cast<uintptr_t>(ptr))) {
+    gLiveBlocks -= 1;
+    gLiveBytes -= static_cast<int64_t>(block->value);
   }
   std::free(ptr);
 }
@@ -37,13 +32,10 @@ c10::DataPtr HostAllocator::allocate(size_t nbytes) {
   size_t span = (std::max<size_t>(nbytes, 1) + kPage - 1) / kPage * kPage;
   void* ptr = std::aligned_alloc(kPage, span);
   TORCH_CHECK_WITH(OutOfMemoryError, ptr, "tpu: could not allocate ", nbytes, " bytes of pinned host memory");
-  {
-    std::lock_guard<std::mutex> lock(gMutex);
-    gBlocks.emplace(reinterpret_cast<uintptr_t>(ptr), std::max<size_t>(nbytes, 1));
-    gStats.liveBlocks += 1;
-    gStats.liveBytes += static_cast<int64_t>(nbytes);
-    gStats.allocations += 1;
-  }
+  gBlocks.insert(reinterpret_cast<uintptr_t>(ptr), std::max<size_t>(nbytes, 1), nbytes);
+  gLiveBlocks += 1;
+  gLiveBytes += static_cast<int64_t>(nbytes);
+  gAllocations += 1;
   return {ptr, ptr, &freeBlock, c10::Device(c10::DeviceType::CPU)};
 }
 
@@ -58,18 +50,8 @@ HostAllocator& HostAllocator::get() {
   return allocator;
 }
 
-bool isPinnedHostPtr(const void* ptr) {
-  auto p = reinterpret_cast<uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(gMutex);
-  auto it = gBlocks.upper_bound(p);
-  if (it == gBlocks.begin()) return false;
-  --it;
-  return p < it->first + it->second;
-}
+bool isPinnedHostPtr(const void* ptr) { return gBlocks.find(reinterpret_cast<uintptr_t>(ptr)).has_value(); }
 
-HostAllocatorStats hostAllocatorStats() {
-  std::lock_guard<std::mutex> lock(gMutex);
-  return gStats;
-}
+HostAllocatorStats hostAllocatorStats() { return {gLiveBlocks.load(), gLiveBytes.load(), gAllocations.load()}; }
 
 }  // namespace tpu::aten

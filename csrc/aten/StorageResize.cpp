@@ -9,9 +9,10 @@ void resizeStorageBytes(const c10::Storage& storage, size_t nbytes) {
   TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
   runtime::DeviceStorage* old = deviceStorage(storage);
   if (old->nbytes == nbytes) return;
-  c10::DataPtr fresh = DeviceAllocator::get().allocate(nbytes);
+  // On the old storage's device, whatever the current device is: stats and frees must
+  // land on the device the bytes live on.
+  c10::DataPtr fresh = DeviceAllocator::get().allocateOn(nbytes, old->device);
   auto* resized = static_cast<runtime::DeviceStorage*>(fresh.get_context());
-  resized->device = old->device;
   int64_t kept = static_cast<int64_t>(std::min(old->nbytes, nbytes));
   if ((old->buffer || old->inGraph) && kept > 0) {
     runtime::OpCall call;

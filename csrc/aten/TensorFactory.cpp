@@ -92,7 +92,8 @@ at::Tensor& setSourceTensor(at::Tensor& self, const at::Tensor& source) {
 }
 
 at::Tensor& setEmpty(at::Tensor& self) {
-  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, &DeviceAllocator::get(), true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), size_t{0},
+                       DeviceAllocator::get().allocateOn(0, self.device().index()), &DeviceAllocator::get(), true);
   return setStorage(self, storage, 0, {0}, {});
 }
 

@@ -34,11 +34,28 @@ Event Buffer::toHost(void* dst, size_t bytes) const {
   return Event(api_, args.event);
 }
 
-void Buffer::awaitReady() const {
+void Buffer::awaitReady() const { readyEvent().await(); }
+
+Event Buffer::readyEvent() const {
   auto args = TPU_PJRT_ARGS(PJRT_Buffer_ReadyEvent_Args);
   args.buffer = buf_;
   check(api_, api_->PJRT_Buffer_ReadyEvent(&args), "PJRT_Buffer_ReadyEvent");
-  Event(api_, args.event).await();
+  return Event(api_, args.event);
+}
+
+PJRT_Device* Buffer::device() const {
+  auto args = TPU_PJRT_ARGS(PJRT_Buffer_Device_Args);
+  args.buffer = buf_;
+  check(api_, api_->PJRT_Buffer_Device(&args), "PJRT_Buffer_Device");
+  return args.device;
+}
+
+std::unique_ptr<Buffer> Buffer::copyToDevice(PJRT_Device* dst) const {
+  auto args = TPU_PJRT_ARGS(PJRT_Buffer_CopyToDevice_Args);
+  args.buffer = buf_;
+  args.dst_device = dst;
+  check(api_, api_->PJRT_Buffer_CopyToDevice(&args), "PJRT_Buffer_CopyToDevice");
+  return std::make_unique<Buffer>(api_, args.dst_buffer);
 }
 
 }  // namespace tpu::pjrt

@@ -1,6 +1,7 @@
 #pragma once
 // Owning wrapper of a device-resident PJRT_Buffer (immutable once defined).
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "Event.h"
@@ -22,6 +23,12 @@ class Buffer {
   Event toHost(void* dst, size_t bytes) const;
   // Blocks until the buffer's value is defined (its producing program ran).
   void awaitReady() const;
+  // An event that fires once the value is defined.
+  Event readyEvent() const;
+  PJRT_Device* device() const;
+  // A copy of this buffer on `dst` (another device of the same client), made by the plugin
+  // without a host round trip where it can; ordered after this buffer's producer.
+  std::unique_ptr<Buffer> copyToDevice(PJRT_Device* dst) const;
 
  private:
   const PJRT_Api* api_;

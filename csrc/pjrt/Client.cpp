@@ -32,6 +32,21 @@ Client::~Client() {
   ignore(api(), api()->PJRT_Client_Destroy(&args));
 }
 
+bool Client::memoryStats(size_t index, MemoryStats& out) const {
+  const PJRT_Api* a = api();
+  if (!a->PJRT_Device_MemoryStats) return false;
+  auto args = TPU_PJRT_ARGS(PJRT_Device_MemoryStats_Args);
+  args.device = devices_.at(index);
+  PJRT_Error* err = a->PJRT_Device_MemoryStats(&args);
+  if (err) {
+    ignore(a, err);  // UNIMPLEMENTED on plugins without allocator statistics
+    return false;
+  }
+  out.bytesInUse = args.bytes_in_use;
+  out.bytesLimit = args.bytes_limit_is_set ? args.bytes_limit : -1;
+  return true;
+}
+
 std::string Client::deviceKind(size_t index) const {
   const PJRT_Api* a = api();
   auto desc = TPU_PJRT_ARGS(PJRT_Device_GetDescription_Args);

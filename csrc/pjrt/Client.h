@@ -25,6 +25,13 @@ class Client {
   const std::string& platformVersion() const { return platformVersion_; }
   const std::vector<PJRT_Device*>& devices() const { return devices_; }
   std::string deviceKind(size_t index) const;
+  // PJRT_Device_MemoryStats: bytes in use and the limit (-1 where the plugin does not say).
+  // False when the plugin does not implement it (the XLA CPU plugin).
+  struct MemoryStats {
+    int64_t bytesInUse = 0;
+    int64_t bytesLimit = -1;
+  };
+  bool memoryStats(size_t index, MemoryStats& out) const;
 
   // Copies `data` (row-major, dense) into a new device buffer before returning.
   std::unique_ptr<Buffer> bufferFromHost(const void* data, ElementType type,

@@ -29,6 +29,7 @@ constexpr int kNumReplicas = 4;
 constexpr int kNumPartitions = 5;
 // xla.CompileOptionsProto field numbers.
 constexpr int kExecutableBuildOptions = 3;
+constexpr int kCompilePortableExecutable = 4;
 
 }  // namespace
 
@@ -39,6 +40,7 @@ std::string encodeCompileOptions(const CompileOptions& opts) {
   putIntField(build, kNumPartitions, opts.numPartitions);
   std::string out;
   putMessageField(out, kExecutableBuildOptions, build);
+  if (opts.portable) putIntField(out, kCompilePortableExecutable, 1);
   return out;
 }
 

@@ -31,6 +31,34 @@ bool Event::ready() const {
   return args.is_ready;
 }
 
+namespace {
+void runReadyCallback(PJRT_Error* error, void* arg) {
+  auto* fn = static_cast<std::pair<const PJRT_Api*, std::function<void(bool)>>*>(arg);
+  bool ok = error == nullptr;
+  if (error) ignore(fn->first, error);
+  fn->second(ok);
+  delete fn;
+}
+}  // namespace
+
+bool Event::onReady(std::function<void(bool ok)> fn) const {
+  if (!ev_ || !api_->PJRT_Event_OnReady) {
+    if (!ev_) fn(true);
+    return !ev_;
+  }
+  auto* arg = new std::pair<const PJRT_Api*, std::function<void(bool)>>(api_, std::move(fn));
+  auto args = TPU_PJRT_ARGS(PJRT_Event_OnReady_Args);
+  args.event = ev_;
+  args.callback = &runReadyCallback;
+  args.user_arg = arg;
+  PJRT_Error* err = api_->PJRT_Event_OnReady(&args);
+  if (err) {
+    delete arg;
+    check(api_, err, "PJRT_Event_OnReady");
+  }
+  return true;
+}
+
 void Event::reset() {
   if (!ev_) return;
   auto args = TPU_PJRT_ARGS(PJRT_Event_Destroy_Args);

@@ -1,5 +1,7 @@
 #pragma once
 // Owning wrapper of a PJRT_Event.
+#include <functional>
+
 #include "pjrt_c_api.h"
 
 namespace tpu::pjrt {
@@ -19,6 +21,9 @@ class Event {
   // True once the event has fired (never blocks).
   bool ready() const;
   bool valid() const { return ev_ != nullptr; }
+  // Calls `fn(ok)` once the event has fired (at once if it has), on a plugin thread.
+  // False (and `fn` is never called) when the plugin lacks PJRT_Event_OnReady.
+  bool onReady(std::function<void(bool ok)> fn) const;
 
  private:
   void reset();

@@ -98,6 +98,21 @@ PYBIND11_MODULE(_C, m) {
     d["active"] = statArray(stats.active);
     return d;
   });
+  // Streams: ids per device (0 = default, 1..32 = the pool); torch_tpu/streams.py wraps them.
+  m.attr("_device_type_id") = static_cast<int>(c10::DeviceType::PrivateUse1);
+  m.def("_current_stream", [](int device) {
+    return aten::GuardImpl().getStream(c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device))).id();
+  });
+  m.def("_set_stream", [](int64_t id, int device) {
+    aten::GuardImpl().exchangeStream(c10::Stream(c10::Stream::UNSAFE,
+                                                 c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)),
+                                                 static_cast<c10::StreamId>(id)));
+  });
+  // Event.event_id is the guard's event pointer (torch_tpu/streams.py: elapsed_time of two torch.tpu.Events).
+  m.def("_event_elapsed_time", [](uintptr_t start, uintptr_t end) {
+    return aten::GuardImpl().elapsedTime(reinterpret_cast<void*>(start), reinterpret_cast<void*>(end), -1);
+  });
+  m.def("_mem_get_info", [](int device) { return aten::memGetInfo(device); });
   m.def("_reset_peak_memory_stats", [](int device) {
     aten::DeviceAllocator::get().resetPeakStats(static_cast<c10::DeviceIndex>(device));
   });

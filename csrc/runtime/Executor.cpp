@@ -13,6 +13,7 @@
 #include "ExecutionMode.h"
 #include "OpTrace.h"
 #include "Runtime.h"
+#include "Streams.h"
 #include "csrc/pjrt/Error.h"
 
 namespace tpu::runtime {
@@ -231,11 +232,29 @@ size_t Executor::KeyHash::operator()(const std::vector<int64_t>& k) const noexce
   return static_cast<size_t>(h);
 }
 
+int Executor::deviceOf(const OpCall& call) {
+  // One program runs on one device: every tensor of an op must live there (as CUDA requires).
+  const DeviceStorage* first = nullptr;
+  auto check = [&](const TensorArg& a) {
+    if (!first) first = a.storage;
+    else if (a.storage->device != first->device)
+      raiseError(ErrorKind::Runtime, "Expected all tensors to be on the same device, but found at least two "
+                                     "devices, tpu:" + std::to_string(first->device) + " and tpu:" +
+                                     std::to_string(a.storage->device) + "! (in " + currentOpName(call.name) +
+                                     ")");
+  };
+  for (const TensorArg& a : call.inputs) check(a);
+  for (const TensorArg& a : call.outputs) check(a);
+  return first ? first->device : 0;
+}
+
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
+  int device = deviceOf(call);
   if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    // A compiled graph is one program: neither learned periods nor the size bound cut it.
-    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);
+    // One graph per device: an op on another device runs what is pending first.
+    if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
+    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);  // a compiled graph: never cut by periods
     ++stats_.ops;
     if (captureDepth_ > 0) return;
     if (boundary) {
@@ -271,7 +290,6 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
   key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
 
-  int device = storages.empty() ? 0 : storages[0]->device;
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -327,7 +345,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
       s->elem = entry->resultElems[r];
-      trackInFlightLocked(s->buffer);
+      trackInFlightLocked(s->buffer, device);
     }
     if (entry->flagResult >= 0) {
       setFlagLocked(device, std::shared_ptr<pjrt::Buffer>(std::move(results[entry->flagResult])));
@@ -550,9 +568,10 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
   return buf;
 }
 
-void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer) {
+void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device) {
   if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
   inFlight_.push_back(buffer);
+  Streams::get().noteLaunch(device, buffer);  // what events recorded on the current stream wait for
 }
 
 void Executor::synchronize() {
@@ -582,6 +601,7 @@ void Executor::synchronize() {
   }
   for (HostTransfer& t : transfers) t.done.await();
   transfers.clear();
+  Streams::get().clearFinished();
   checkFlags(/*atOp=*/false);
 }
 
@@ -680,6 +700,36 @@ void Executor::uploadAsync(DeviceStorage& storage, const void* bytes, DType elem
   if (t.done.valid()) addHostTransfer(std::move(t));
   std::lock_guard<std::mutex> lock(hostMutex_);
   hostStats_.asyncUploads += 1;
+}
+
+void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
+  if (src.nbytes != dst.nbytes)
+    throw std::logic_error("copyToDevice: storages of different sizes");
+  if (src.inGraph) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (src.inGraph) fusedGraph_.flush("cross-device copy");
+  }
+  if (dst.inGraph) forget(&dst);  // replaced whole
+  std::shared_ptr<pjrt::Buffer> from = src.buffer;
+  if (!from) {  // never written: reads as zeros on the other device too
+    dst.buffer.reset();
+    return;
+  }
+  auto& client = Runtime::get().client();
+  std::shared_ptr<pjrt::Buffer> moved;
+  try {
+    moved = std::shared_ptr<pjrt::Buffer>(from->copyToDevice(client.devices().at(dst.device)));
+  } catch (const pjrt::PjrtError&) {
+    // A plugin without device-to-device copies: through the host.
+    std::vector<unsigned char> host(static_cast<size_t>(src.elemCount()) * hlo::byteWidth(src.elem));
+    from->toHost(host.data(), host.size()).await();
+    moved = std::shared_ptr<pjrt::Buffer>(
+        client.bufferFromHost(host.data(), toElementType(src.elem), {src.elemCount()}, dst.device));
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  dst.buffer = std::move(moved);
+  dst.elem = src.elem;
+  trackInFlightLocked(dst.buffer, dst.device);
 }
 
 void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {

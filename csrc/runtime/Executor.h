@@ -60,6 +60,11 @@ class Executor {
     int64_t pending = 0;                           // not yet known to be complete
   };
   HostTransferStats hostTransferStats();
+  // Replaces the content of `dst` by that of `src` (same nbytes, another device), copied
+  // device to device by the plugin (PJRT_Buffer_CopyToDevice); does not wait.
+  void copyToDevice(const DeviceStorage& src, DeviceStorage& dst);
+  // The device every tensor of `call` lives on; raises (RuntimeError) when they differ.
+  static int deviceOf(const OpCall& call);
   // Raises (IndexError) the first out-of-range index recorded on a device since
   // the last check, naming the op. Reads 4 bytes per device that ran an index
   // op since; free when none did. Called by synchronize() and download().
@@ -91,7 +96,7 @@ class Executor {
 
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
-  void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer);
+  void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device);
   // The out-of-range flag: the code naming an index op, the device's current
   // flag buffer, and its new value after a program that checked indices.
   int32_t flagCodeLocked(const char* opName);

@@ -50,6 +50,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
   if (ops_ == 0) {
     firstOp_ = call.name;
     if (!call.outputs.empty()) device_ = call.outputs[0].storage->device;
+    else if (!call.inputs.empty()) device_ = call.inputs[0].storage->device;
   }
   b_->setDotPrecision(call.dotPrecision);
   TraceResult traced = traceOp(*b_, *this, call, build);
@@ -273,7 +274,7 @@ void FusedGraph::flush(const char* reason) {
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
     outputs[r]->elem = rets[r].dtype();
-    Executor::get().trackInFlightLocked(outputs[r]->buffer);
+    Executor::get().trackInFlightLocked(outputs[r]->buffer, device_);
   }
   reset();
 }
@@ -315,7 +316,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
     DeviceStorage* s = outputs.at(r);
     s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
     s->elem = g.results[r].elem;
-    Executor::get().trackInFlightLocked(s->buffer);
+    Executor::get().trackInFlightLocked(s->buffer, g.device);
   }
 }
 

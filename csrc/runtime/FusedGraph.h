@@ -73,6 +73,8 @@ class FusedGraph final : public TraceContext {
   FusedGraph();
   bool empty() const { return ops_ == 0 && order_.empty(); }
   size_t ops() const { return ops_; }
+  // The device the pending graph runs on (one graph holds one device's ops).
+  int device() const { return device_; }
   // Adds the op; true when it ends a learned period of the op stream (a step boundary: flush now).
   // A compiled graph's ops (observeSteps false) are kept out of the eager stream's period.
   bool record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps = true);

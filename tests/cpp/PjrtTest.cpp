@@ -1,4 +1,8 @@
 // The PJRT layer alone: plugin, transfers, compile, execute, serialize.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "TestPlugin.h"
 #include "csrc/pjrt/CompileOptions.h"
 #include "csrc/pjrt/Error.h"
@@ -69,9 +73,59 @@ TEST(Pjrt, MissingPluginFailsWithReason) {
 
 TEST(CompileOptions, EncodesBuildOptionsAsNestedMessage) {
   std::string bytes = pjrt::encodeCompileOptions(pjrt::CompileOptions{});
-  // field 3, wire type 2, then a 2+10+2+2 byte message (device_ordinal -1 is a 10-byte varint).
+  // field 3, wire type 2, then a 2+10+2+2 byte message (device_ordinal -1 is a 10-byte varint),
+  // then compile_portable_executable (field 4, varint) = 1.
   ASSERT_GE(bytes.size(), 2u);
   EXPECT_EQ(static_cast<unsigned char>(bytes[0]), (3 << 3) | 2);
-  EXPECT_EQ(static_cast<size_t>(bytes[1]), bytes.size() - 2);
-  EXPECT_EQ(bytes.size(), 2u + 11u + 2u + 2u);
+  EXPECT_EQ(static_cast<size_t>(bytes[1]), bytes.size() - 4);
+  EXPECT_EQ(bytes.size(), 2u + 11u + 2u + 2u + 2u);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[bytes.size() - 2]), 4 << 3);
+  EXPECT_EQ(static_cast<unsigned char>(bytes.back()), 1);
+  pjrt::CompileOptions bound;
+  bound.portable = false;
+  EXPECT_EQ(pjrt::encodeCompileOptions(bound).size(), bytes.size() - 2);
+}
+
+TEST(Pjrt, PortableExecutableRunsOnEveryDevice) {
+  auto& client = testRuntime().client();
+  const char* mlir = R"(module {
+  func.func public @main(%a: tensor<2xf32>) -> (tensor<2xf32>) {
+    %0 = "stablehlo.add"(%a, %a) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+    "func.return"(%0) : (tensor<2xf32>) -> ()
+  }
+})";
+  auto exe = client.compile(mlir, pjrt::CompileOptions{});
+  auto again = client.deserialize(exe->serialize());
+  for (size_t d = 0; d < client.devices().size(); ++d) {
+    float a[2] = {1.5f, static_cast<float>(d)};
+    auto buf = client.bufferFromHost(a, pjrt::ElementType::F32, {2}, d);
+    auto outs = exe->execute({buf->raw()}, client.devices()[d]);
+    EXPECT_EQ(toHost<float>(*outs[0], 2), (std::vector<float>{3.0f, 2.0f * d})) << "device " << d;
+    EXPECT_EQ(outs[0]->device(), client.devices()[d]);
+    auto outs2 = again->execute({buf->raw()}, client.devices()[d]);
+    EXPECT_EQ(toHost<float>(*outs2[0], 2), (std::vector<float>{3.0f, 2.0f * d})) << "deserialized, device " << d;
+  }
+}
+
+TEST(Pjrt, CopiesBuffersBetweenDevices) {
+  auto& client = testRuntime().client();
+  if (client.devices().size() < 2) GTEST_SKIP() << "one device";
+  int32_t a[3] = {7, -8, 9};
+  auto src = client.bufferFromHost(a, pjrt::ElementType::S32, {3}, 0);
+  auto dst = src->copyToDevice(client.devices()[1]);
+  EXPECT_EQ(dst->device(), client.devices()[1]);
+  EXPECT_EQ(toHost<int32_t>(*dst, 3), (std::vector<int32_t>{7, -8, 9}));
+}
+
+TEST(Pjrt, EventOnReadyRunsTheCallback) {
+  auto& client = testRuntime().client();
+  float a[1] = {1};
+  auto buf = client.bufferFromHost(a, pjrt::ElementType::F32, {1}, 0);
+  pjrt::Event ready = buf->readyEvent();
+  std::atomic<int> calls{0};
+  bool hooked = ready.onReady([&](bool ok) { calls += ok ? 1 : 100; });
+  if (!hooked) GTEST_SKIP() << "plugin has no PJRT_Event_OnReady";
+  ready.await();
+  for (int i = 0; i < 1000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(calls.load(), 1);
 }

@@ -497,7 +497,14 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
     for i in picked:  # i: the sample's index in the OpInfo's full list
         sample = samples[i]
         emit({"event": "sample", "i": i})
-        tpu_sample = _tpu_sample(key, sample)
+        try:
+            tpu_sample = _tpu_sample(key, sample)
+        except NotImplementedError as e:
+            # A layout tpu does not run (sparse, nested, quantized) is refused at the .to("tpu").
+            layout = re.search(r"got an? (.+?) \(", str(e))
+            rec.update(status="nodtype", reason="raises NotImplementedError: "
+                       f"{layout.group(1) if layout else 'layout'} tensors not supported")
+            break
         kind = ("undefined" if key in UNDEFINED_VALUE_OPS else
                 "random" if key in RANDOM_OPS else
                 "undefined" if RANDOM_SAMPLES.get(key, lambda s: False)(sample) else "values")
@@ -820,7 +827,8 @@ def write_docs(path, records, dtypes, meta):
          "",
          "Status: `pass`; `FAIL` (wrong value or an error: reason given); `missing` (an ATen op without a tpu "
          "kernel: named); `-` (the OpInfo does not support that dtype on CPU); `skip` (CPU rejects every sample); "
-         "`n/s` (the op needs a dtype tpu does not have, e.g. complex, and raises TypeError naming it); "
+         "`n/s` (the op needs a dtype tpu does not have, e.g. complex, and raises TypeError naming it, or a layout it "
+         "does not run, e.g. sparse, refused with NotImplementedError at the `.to(\"tpu\")`); "
          "`CRASH`/`TIMEOUT` (the op killed or hung its worker process: it ran in a subprocess, the run went on). "
          "Gradient: `pass`, `FAIL`, `missing`, `n/a` (not differentiable), `blocked` (forward fails).", "",
          "## Summary", "",
