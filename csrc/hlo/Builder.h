@@ -49,6 +49,8 @@ class Builder {
   // Parameter `param` (in creation order) may be reused for result `result`: the
   // caller donates that input buffer to the program (`tf.aliasing_output`).
   void aliasParameter(size_t param, int32_t result) { aliases_.at(param) = result; }
+  // Per parameter: the result it aliases (donation), or -1.
+  const std::vector<int32_t>& aliases() const { return aliases_; }
   void ret(std::span<const Value> results);
   std::string module() const;  // the whole printed module
   // The precision of the dots and convolutions built from here on.

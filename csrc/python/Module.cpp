@@ -18,6 +18,7 @@ namespace py = pybind11;
 using namespace tpu;
 
 void registerCompileCacheBindings(py::module& m);  // CacheBindings.cpp
+void registerCompileBindings(py::module& m);       // CompileBindings.cpp
 namespace tpu::python {
 void initEagerModes(py::module& m);  // EagerModes.cpp
 }
@@ -142,6 +143,7 @@ PYBIND11_MODULE(_C, m) {
     d["donated_buffers"] = s.donatedBuffers;
     d["step_boundaries"] = s.stepBoundaries;
     d["running_graphs"] = s.runningGraphs;
+    d["replays"] = s.replays;
     return d;
   });
   // torch.compile (torch_tpu/compile/backend.py): the ops between these two calls become one
@@ -180,5 +182,6 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
   registerCompileCacheBindings(m);
+  registerCompileBindings(m);
   python::initEagerModes(m);
 }

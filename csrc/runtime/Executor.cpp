@@ -177,6 +177,19 @@ void Executor::beginCompiledGraph() {
   fusedMode_ = true;
 }
 
+void Executor::captureCompiledGraph(std::shared_ptr<CapturedGraph> into) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.captureNextFlush(captureDepth_ > 0 ? std::move(into) : nullptr);
+}
+
+void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                                   const std::vector<DeviceStorage*>& outputs) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.flush("compiled graph start");  // pending eager work first, as beginCompiledGraph does
+  fusedGraph_.replay(g, inputs, outputs);
+  ++stats_.compiledGraphs;
+}
+
 void Executor::endCompiledGraph() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (captureDepth_ == 0 || --captureDepth_ > 0) return;
@@ -241,8 +254,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     std::lock_guard<std::mutex> lock(mutex_);
     // One graph per device: an op on another device runs what is pending first.
     if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
-    // A compiled graph is one program: neither learned periods nor the size bound cut it.
-    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);
+    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);  // a compiled graph: never cut by periods
     ++stats_.ops;
     if (captureDepth_ > 0) return;
     if (boundary) {

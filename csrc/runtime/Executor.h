@@ -88,6 +88,11 @@ class Executor {
   void beginCompiledGraph();
   void endCompiledGraph();
   bool capturing() const { return captureDepth_ > 0; }
+  // Inside a compiled-graph scope: the graph's final flush records what it ran.
+  void captureCompiledGraph(std::shared_ptr<CapturedGraph> into);
+  // Runs a captured graph again on new buffers (FusedGraph::replay), as one compiled-graph call.
+  void replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                           const std::vector<DeviceStorage*>& outputs);
 
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);

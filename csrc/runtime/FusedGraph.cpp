@@ -82,6 +82,9 @@ Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as)
     params_.push_back(Param{s->buffer, s, v.type});
   } else {
     v = b.full(hlo::Type{as, {static_cast<int64_t>(s->nbytes / hlo::byteWidth(as))}}, 0);
+    // Never-written memory read as zeros is baked into the module: a replay with a written
+    // storage there would be wrong, so such a graph is not captured.
+    capture_.reset();
   }
   values_.emplace(s, v);
   order_.push_back(s);
@@ -154,6 +157,7 @@ size_t FusedGraph::donateOverwrittenBuffers(const std::vector<DeviceStorage*>& o
 
 void FusedGraph::flush(const char* reason) {
   if (ops_ == 0) {
+    if (capture_ && std::strcmp(reason, "compiled graph") == 0) capture_.reset();
     reset();
     return;
   }
@@ -239,6 +243,33 @@ void FusedGraph::flush(const char* reason) {
       std::cerr << '\n';
     }
   }
+  if (capture_ && std::strcmp(reason, "compiled graph") != 0) capture_.reset();  // cut early: not the whole graph
+  if (capture_) {
+    CapturedGraph& g = *capture_;
+    g.exe = exe;
+    g.device = device_;
+    g.params.clear();
+    for (size_t p = 0; p < params_.size(); ++p) {
+      CapturedGraph::Param cp;
+      const Param& q = params_[p];
+      cp.indexFlag = q.indexFlag;
+      cp.operand = q.operand;
+      if (q.storage) {
+        cp.storage = q.storage->address;
+        cp.elem = q.type.dtype;
+        cp.nbytes = q.storage->nbytes;
+      }
+      g.params.push_back(cp);
+    }
+    const std::vector<int32_t>& aliases = b_->aliases();
+    for (size_t p = 0; p < aliases.size() && p < g.params.size(); ++p) g.params[p].donated = aliases[p] >= 0;
+    g.results.clear();
+    for (size_t r = 0; r < outputs.size(); ++r)
+      g.results.push_back({outputs[r]->address, rets[r].dtype(), outputs[r]->nbytes});
+    g.indexFlagResult = indexFlag_.has_value();
+    g.complete = true;
+    capture_.reset();
+  }
   if (indexFlag_) Executor::get().setFlagLocked(device_, std::shared_ptr<pjrt::Buffer>(std::move(results.back())));
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
@@ -246,6 +277,47 @@ void FusedGraph::flush(const char* reason) {
     Executor::get().trackInFlightLocked(outputs[r]->buffer, device_);
   }
   reset();
+}
+
+}  // namespace tpu::runtime
+
+namespace tpu::runtime {
+
+void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                        const std::vector<DeviceStorage*>& outputs) {
+  // The same launch as flush() without the trace: bind buffers, run, hand out results.
+  std::vector<std::shared_ptr<pjrt::Buffer>> held;
+  std::vector<PJRT_Buffer*> args;
+  for (size_t p = 0; p < g.params.size(); ++p) {
+    const CapturedGraph::Param& cp = g.params[p];
+    if (cp.indexFlag) {
+      held.push_back(Executor::get().flagBufferLocked(g.device));
+    } else if (cp.storage) {
+      DeviceStorage* s = inputs.at(p);
+      if (!s || !s->buffer || s->inGraph || s->elem != cp.elem || s->nbytes != cp.nbytes)
+        throw std::runtime_error("torch_tpu: compiled graph replay: input storage does not match its capture");
+      if (cp.donated && s->buffer.use_count() != 1)
+        throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
+      held.push_back(s->buffer);
+    } else {
+      held.push_back(Executor::get().operandBufferLocked(cp.operand, g.device));
+    }
+    args.push_back(held.back()->raw());
+  }
+  RunningGraph run;
+  std::vector<std::unique_ptr<pjrt::Buffer>> results =
+      g.exe->execute(args, Runtime::get().client().devices().at(g.device), &run.done);
+  releaseFinished();
+  run.inputs = std::move(held);
+  running_.push_back(std::move(run));
+  ++stats_.replays;
+  if (g.indexFlagResult) Executor::get().setFlagLocked(g.device, std::shared_ptr<pjrt::Buffer>(std::move(results.back())));
+  for (size_t r = 0; r < g.results.size(); ++r) {
+    DeviceStorage* s = outputs.at(r);
+    s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+    s->elem = g.results[r].elem;
+    Executor::get().trackInFlightLocked(s->buffer, g.device);
+  }
 }
 
 }  // namespace tpu::runtime

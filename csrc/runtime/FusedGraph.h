@@ -29,6 +29,7 @@ struct FusedStats {
   int64_t donatedBuffers = 0;
   int64_t stepBoundaries = 0;  // flushes at a learned step boundary
   int64_t runningGraphs = 0;   // flushed graphs whose programs have not finished yet
+  int64_t replays = 0;         // compiled graphs launched again without tracing
 };
 
 // A flushed graph whose program may still run, with the input buffers it reads: they are
@@ -37,6 +38,34 @@ struct FusedStats {
 struct RunningGraph {
   pjrt::Event done;
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
+};
+
+// What a compiled graph's flush ran (torch.compile replay, torch_tpu/compile/replay.py):
+// the executable and where each of its parameters and results came from, so a later call
+// with new input buffers can launch it again without tracing. Storages are named by
+// their allocator address (`DeviceStorage::address`, Python's untyped_storage().data_ptr()).
+struct CapturedGraph {
+  std::shared_ptr<pjrt::Executable> exe;
+  int device = 0;
+  struct Param {
+    uintptr_t storage = 0;  // 0: a host operand or the index flag
+    HostOperand operand{hlo::DType::F32};
+    bool indexFlag = false;
+    bool donated = false;  // aliased to a result: the buffer must be ours alone at replay
+    hlo::DType elem = hlo::DType::U8;
+    size_t nbytes = 0;
+  };
+  std::vector<Param> params;
+  struct Result {
+    uintptr_t storage = 0;
+    hlo::DType elem = hlo::DType::U8;
+    size_t nbytes = 0;
+  };
+  std::vector<Result> results;
+  bool indexFlagResult = false;  // the last result is the device's new out-of-range flag
+  // Set when the capture holds the whole graph: one flush at the graph's end, nothing cut
+  // earlier (a host read inside the graph flushes part of it: not replayable).
+  bool complete = false;
 };
 
 class FusedGraph final : public TraceContext {
@@ -53,6 +82,12 @@ class FusedGraph final : public TraceContext {
   // Runs the pending graph and gives every live written storage its buffer.
   // Callers hold the executor lock.
   void flush(const char* reason);
+  // The next flush also records what it ran into `into` (null: stop recording).
+  void captureNextFlush(std::shared_ptr<CapturedGraph> into) { capture_ = std::move(into); }
+  // Launches a captured graph: `inputs[p]` gives the buffer of storage parameter p (null for
+  // operand and flag parameters), `outputs[r]` receives result r. Callers hold the executor lock.
+  void replay(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+              const std::vector<DeviceStorage*>& outputs);
   // `s` is being freed (or fully replaced): the graph no longer produces it.
   void forget(DeviceStorage* s);
   // Hands over the flushed graphs that may still run (synchronize waits for them).
@@ -89,6 +124,7 @@ class FusedGraph final : public TraceContext {
   // workload whose graphs never repeat from piling up loaded programs (BoundedCache.h).
   BoundedCache<std::string, std::shared_ptr<pjrt::Executable>> cache_{256};
   std::deque<RunningGraph> running_;
+  std::shared_ptr<CapturedGraph> capture_;
   FusedStats stats_;
 };
 

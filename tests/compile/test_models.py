@@ -44,21 +44,34 @@ def test_mlp_forward_backward_matches_cpu_one_program_per_graph(mode):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
-def test_repeated_call_reuses_the_compiled_programs(mode):
-    model = _mlp().to("tpu")
+@pytest.mark.parametrize("replay", ["1", "0"])
+def test_repeated_call_reuses_the_compiled_programs(mode, replay, monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_COMPILE_REPLAY", replay)  # read when a graph is compiled
+    cpu = _mlp()
+    model = copy.deepcopy(cpu).to("tpu")
     compiled = torch.compile(model, backend="tpu")
-    x = torch.randn(6, 8, device="tpu")
+    x = torch.randn(6, 8)
     for _ in range(2):  # compiles forward and backward (and, in fused mode, the eager ops around them)
-        compiled(x).sum().backward()
+        compiled(x.to("tpu")).sum().backward()
     torch.tpu.synchronize()
     stats = _C._fused_stats()
     graphs = _compiled_graphs()
     for _ in range(3):
-        compiled(x).sum().backward()
+        out = compiled(x.to("tpu"))
+        out.sum().backward()
     after = _C._fused_stats()
     assert _compiled_graphs() == graphs + 6  # 3 x (forward, backward)
     assert after["compiles"] == stats["compiles"]
-    assert after["cache_hits"] >= stats["cache_hits"] + 6
+    if replay == "1":  # launched directly: no trace, no module text
+        assert after["replays"] == stats["replays"] + 6
+    else:  # traced again; the module text finds the executable
+        assert after["replays"] == stats["replays"]
+        assert after["cache_hits"] >= stats["cache_hits"] + 6
+    for _ in range(5):
+        cpu(x).sum().backward()
+    assert_close(out, cpu(x), atol=1e-5, rtol=1e-5)
+    for got, want in zip(_grads(model), _grads(cpu)):  # 5 accumulated gradients
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def _cnn():

@@ -86,10 +86,12 @@ def test_dynamo_device_interface():
     assert get_interface_for_device(torch.device("tpu", 0)) is TpuInterface
     assert iface.is_available() and iface.device_count() == torch.tpu.device_count()
     assert iface.current_device() == torch.tpu.current_device()
-    stream = iface.current_stream()
-    assert stream.device == torch.device("tpu", torch.tpu.current_device()) and stream.stream_id == 0
-    with iface.stream(stream):
-        pass
+    assert iface.Stream is torch.tpu.Stream and iface.Event is torch.tpu.Event
+    assert iface.current_stream() == torch.tpu.current_stream()
+    side = torch.tpu.Stream()
+    with iface.stream(side):
+        assert iface.current_stream() == side and iface.get_raw_stream(side.device_index) == side.stream_id
+    assert iface.current_stream() == torch.tpu.default_stream()
     assert iface.get_device_properties().multi_processor_count >= 1
     assert iface.get_compute_capability() == torch.tpu.get_device_capability()["platform"]
     if torch.tpu.device_count() > 1:
@@ -106,20 +108,17 @@ def test_dynamo_device_interface():
     iface.synchronize()
 
 
-def test_device_interface_streams_are_torch_tpu_streams():
-    from torch_tpu.compile.device_interface import TpuInterface
-
-    assert TpuInterface.Stream is torch.tpu.Stream and TpuInterface.Event is torch.tpu.Event
+def test_compiled_graph_on_a_side_stream_is_recorded_by_its_events(mode):
+    f = torch.compile(lambda a: (a @ a).relu().sum(), backend="tpu")
+    x = torch.randn(32, 32)
     side = torch.tpu.Stream()
-    TpuInterface._set_stream_by_id(side.stream_id, side.device_index, side.device_type)
-    try:
-        assert torch.tpu.current_stream() == side
-        assert TpuInterface.get_raw_stream(torch.tpu.current_device()) == side.stream_id
-    finally:
-        TpuInterface.set_stream(torch.tpu.default_stream())
-    with TpuInterface.stream(side):
-        assert TpuInterface.current_stream() == side
-    assert TpuInterface.current_stream() == torch.tpu.default_stream()
+    for _ in range(2):  # traced, then replayed
+        with torch.tpu.stream(side):
+            out = f(x.to("tpu"))
+            done = side.record_event()
+        done.synchronize()
+        assert done.query()
+        torch.testing.assert_close(out.cpu(), (x @ x).relu().sum(), atol=1e-4, rtol=1e-5)
 
 
 def test_import_torch_does_not_import_dynamo():

@@ -141,3 +141,53 @@ def test_error_inside_a_graph_leaves_the_runtime_usable(mode):
     with pytest.raises(IndexError, match="out of range"):
         f_c(x.to("tpu"), torch.tensor([1, 9]).to("tpu")).cpu()
     assert_close(f_c(x.to("tpu"), torch.tensor([3, 0]).to("tpu")), f(x, torch.tensor([3, 0])))
+
+
+def test_replay_follows_new_values_and_in_place_updates(mode):
+    def f(x, buf):
+        buf.mul_(0.5).add_(x.sum(0))
+        return (x * buf).tanh()
+
+    compiled = torch.compile(f, backend="tpu")
+    buf, buft = torch.zeros(3), torch.zeros(3, device="tpu")
+    replays = _C._fused_stats()["replays"]
+    for step in range(4):
+        x = _data(2, 3, seed=step)
+        assert_close(compiled(x.to("tpu"), buft), f(x, buf), atol=1e-6, rtol=1e-5)
+        assert_close(buft, buf, atol=1e-6, rtol=1e-5)
+    assert _C._fused_stats()["replays"] == replays + 3  # every call after the first
+
+
+def test_replay_checks_storage_offsets(mode):
+    # Two views with the same shape and strides at other offsets of one buffer: Dynamo's
+    # guards accept both; the program read the first one's offset, so the second is traced.
+    def f(x):
+        return x * 10
+
+    base = _data(8)
+    bt = base.to("tpu")
+    compiled = torch.compile(f, backend="tpu")
+    assert_close(compiled(bt[:4]), f(base[:4]))
+    assert_close(compiled(bt[:4]), f(base[:4]))
+    assert_close(compiled(bt[4:]), f(base[4:]))
+    assert_close(compiled(bt[2:6]), f(base[2:6]))
+
+
+def test_graphs_with_random_ops_are_traced_every_call(mode):
+    f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5) + 1, backend="tpu")
+    x = torch.ones(64, device="tpu")
+    f(x)
+    replays = _C._fused_stats()["replays"]
+    a, b = f(x).cpu(), f(x).cpu()
+    assert _C._fused_stats()["replays"] == replays
+    assert not torch.equal(a, b)  # new masks: the generator advanced
+
+
+def test_replay_can_be_turned_off(mode, monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_COMPILE_REPLAY", "0")
+    f = torch.compile(lambda x: x.exp() - 1, backend="tpu")
+    x = _data(5)
+    replays = _C._fused_stats()["replays"]
+    for _ in range(3):
+        assert_close(f(x.to("tpu")), x.exp() - 1)
+    assert _C._fused_stats()["replays"] == replays

@@ -9,6 +9,9 @@ traced into one pending fused graph (no size bound, no step cut), and the end of
 graph flushes it as ONE StableHLO module, compiled once per module text through both
 cache tiers (FusedGraph.cpp). There is no second lowering table.
 
+From the second call on, a graph whose first run was captured whole is replayed: its
+executable is launched on the new input buffers without running the FX graph (replay.py).
+
 What the runtime wrappers of AOTAutograd do outside the graph (input mutations of
 training graphs written back with copy_, aliased outputs regenerated as views, the
 RNG state, non-tensor outputs) runs in eager mode, so it behaves as eager does.
@@ -51,10 +54,27 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     gm.graph.set_codegen(_BoxedCodeGen())
     gm.recompile()
     forward = gm.forward
+    from . import replay
+
+    # Replay (replay.py): the first call also captures what its flush ran; later calls with
+    # matching arguments launch that program directly.
+    state = {"capture": replay.enabled() and replay.graph_is_replayable(gm), "plan": None}
 
     def run(args):
+        plan = state["plan"]
+        if plan is not None:
+            out = plan.run(args)
+            if out is not None:
+                return out
+        capture = state["capture"]
+        state["capture"] = False
+        kept = list(args) if capture else None  # the boxed forward clears args
         _C._compiled_graph_begin()
+        graph = None
         try:
+            if capture:
+                graph = _C._CapturedGraph()
+                _C._compiled_graph_capture(graph)
             out = forward(args)
         except BaseException:
             try:  # the part traced so far still runs, so storages stay consistent
@@ -65,6 +85,8 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         # Intermediates are freed by now (the frame is gone): the program's results are
         # the graph outputs, the mutated inputs and the activations saved for backward.
         _C._compiled_graph_end()
+        if graph is not None:
+            state["plan"] = replay.ReplayPlan.build(graph, kept, out)
         return out
 
     run._boxed_call = True

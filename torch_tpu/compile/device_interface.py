@@ -1,8 +1,8 @@
 """Dynamo's device interface for "tpu" (torch._dynamo.device_interface), after
-CudaInterface / CpuInterface: device index, count and switching, synchronize, streams,
-events, properties. torch ships a TpuInterface for Google's TorchTPU package that checks
-for its JAX/Pallas stack; registration.py replaces it with this one. Streams and events
-are torch.tpu's (torch_tpu/streams.py), as CudaInterface's are torch.cuda's.
+CudaInterface / CpuInterface: device index, count and switching, synchronize, streams and
+events (torch.tpu.Stream / torch.tpu.Event, streams.py), properties. torch ships a
+TpuInterface for Google's TorchTPU package that checks for its JAX/Pallas stack;
+registration.py replaces it with this one.
 """
 from collections import namedtuple
 from typing import Any
@@ -10,21 +10,22 @@ from typing import Any
 import torch
 from torch._dynamo.device_interface import DeviceInterface
 
-from .. import device as tpu
 from .. import _C
+from .. import device as tpu
+from .. import streams
 
 _Properties = namedtuple("TpuProperties", ["name", "platform", "multi_processor_count", "total_memory"])
 
 
 def _properties(device=None):
     p = tpu.get_device_properties(device)
-    return _Properties(p["name"], p["platform"], 1, tpu.mem_get_info(device)[1])
+    return _Properties(p["name"], p["platform"], 1, 0)
 
 
 class TpuInterface(DeviceInterface):
     device = tpu.device
-    Event = tpu.Event
-    Stream = tpu.Stream
+    Stream = streams.Stream
+    Event = streams.Event
 
     class Worker:
         @staticmethod
