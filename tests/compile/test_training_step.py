@@ -1,7 +1,10 @@
 """torch.compile of a whole training step (forward, backward, optimizer.step) with
 backend="tpu": 10 steps of SGD and AdamW give the losses of the same eager tpu loop.
 Dynamo breaks the graph at loss.backward() (it does not trace autograd calls), so the
-step runs as forward / backward / optimizer graphs, each one fused program."""
+step runs as forward / backward / optimizer graphs, each one fused program.
+
+Bounds (losses 1e-5, weights atol 1e-5 / rtol 1e-4): the same 10 steps on CPU float32 are within 7e-8 (SGD)
+and 2e-7 (AdamW) of float64 in losses and weights."""
 import copy
 
 import pytest
