@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "csrc/aten/DeviceAllocator.h"
+#include "csrc/aten/Generator.h"
 #include "csrc/runtime/Executor.h"
 
 namespace py = pybind11;
@@ -22,6 +23,25 @@ runtime::DeviceStorage* storageOf(const at::Tensor& t) {
   return s;
 }
 
+// The graph's operand values for this launch: constants as captured; each random op's
+// {seed, offset} drawn again from the device's default generator, in the order the traced
+// call drew them, so a replay advances the generator exactly as tracing the graph would.
+std::vector<runtime::HostOperand> operandsForLaunch(const runtime::CapturedGraph& g) {
+  std::vector<runtime::HostOperand> operands;
+  operands.reserve(g.params.size());
+  for (const auto& p : g.params) {
+    runtime::HostOperand o = p.operand;
+    if (o.rngWords && o.rngWords != runtime::HostOperand::kForeignGenerator) {
+      aten::TpuGenerator* gen = aten::generatorFor(std::nullopt, static_cast<c10::DeviceIndex>(g.device));
+      std::lock_guard<std::mutex> lock(gen->mutex_);
+      o.i[0] = static_cast<int64_t>(gen->current_seed());
+      o.i[1] = static_cast<int64_t>(gen->reserve(o.rngWords));
+    }
+    operands.push_back(o);
+  }
+  return operands;
+}
+
 }  // namespace
 
 void registerCompileBindings(py::module& m) {
@@ -30,6 +50,12 @@ void registerCompileBindings(py::module& m) {
       .def(py::init<>())
       .def_readonly("complete", &CapturedGraph::complete)
       .def_readonly("device", &CapturedGraph::device)
+      // A random op drew from a generator other than the device default: replay cannot draw again.
+      .def_property_readonly("uses_foreign_generator", [](const CapturedGraph& g) {
+        for (const auto& p : g.params)
+          if (p.operand.rngWords == runtime::HostOperand::kForeignGenerator) return true;
+        return false;
+      })
       .def_property_readonly("param_storages", [](const CapturedGraph& g) {
         std::vector<uintptr_t> v;
         for (const auto& p : g.params) v.push_back(p.storage);
@@ -55,6 +81,7 @@ void registerCompileBindings(py::module& m) {
     std::vector<runtime::DeviceStorage*> in(inputs.size(), nullptr), out(outputs.size(), nullptr);
     for (size_t p = 0; p < inputs.size(); ++p)
       if (inputs[p]) in[p] = storageOf(*inputs[p]);
+    std::vector<runtime::HostOperand> operands = operandsForLaunch(g);
     std::vector<at::Tensor> results;
     for (size_t r = 0; r < outputs.size(); ++r) {
       at::Tensor t = outputs[r] ? *outputs[r]
@@ -68,7 +95,7 @@ void registerCompileBindings(py::module& m) {
     }
     {
       py::gil_scoped_release release;
-      runtime::Executor::get().replayCompiledGraph(g, in, out);
+      runtime::Executor::get().replayCompiledGraph(g, in, operands, out);
     }
     return results;
   });

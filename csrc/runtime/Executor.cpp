@@ -183,10 +183,11 @@ void Executor::captureCompiledGraph(std::shared_ptr<CapturedGraph> into) {
 }
 
 void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                                   const std::vector<HostOperand>& operands,
                                    const std::vector<DeviceStorage*>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   fusedGraph_.flush("compiled graph start");  // pending eager work first, as beginCompiledGraph does
-  fusedGraph_.replay(g, inputs, outputs);
+  fusedGraph_.replay(g, inputs, operands, outputs);
   ++stats_.compiledGraphs;
 }
 

@@ -1,5 +1,6 @@
 #include "FusedGraph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -114,6 +115,21 @@ void FusedGraph::releaseFinished() {
   while (!running_.empty() && running_.front().done.ready()) running_.pop_front();
   // Bounded: a host that outruns the device waits here rather than piling up graphs.
   while (running_.size() > 4) {
+    running_.front().done.await();
+    running_.pop_front();
+  }
+}
+
+void FusedGraph::releaseHolders(const pjrt::Buffer* buffer) {
+  // A program launched earlier (the backward graph, when the optimizer step replays right
+  // after it) may still read a buffer the next program overwrites in place: wait for the
+  // programs that hold it, oldest first, so the buffer can be donated.
+  auto holds = [buffer](const RunningGraph& r) {
+    for (const auto& in : r.inputs)
+      if (in.get() == buffer) return true;
+    return false;
+  };
+  while (std::any_of(running_.begin(), running_.end(), holds)) {
     running_.front().done.await();
     running_.pop_front();
   }
@@ -284,7 +300,7 @@ void FusedGraph::flush(const char* reason) {
 namespace tpu::runtime {
 
 void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
-                        const std::vector<DeviceStorage*>& outputs) {
+                        const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs) {
   // The same launch as flush() without the trace: bind buffers, run, hand out results.
   std::vector<std::shared_ptr<pjrt::Buffer>> held;
   std::vector<PJRT_Buffer*> args;
@@ -296,11 +312,12 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
       DeviceStorage* s = inputs.at(p);
       if (!s || !s->buffer || s->inGraph || s->elem != cp.elem || s->nbytes != cp.nbytes)
         throw std::runtime_error("torch_tpu: compiled graph replay: input storage does not match its capture");
+      if (cp.donated && s->buffer.use_count() != 1) releaseHolders(s->buffer.get());
       if (cp.donated && s->buffer.use_count() != 1)
         throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
       held.push_back(s->buffer);
     } else {
-      held.push_back(Executor::get().operandBufferLocked(cp.operand, g.device));
+      held.push_back(Executor::get().operandBufferLocked(operands.at(p), g.device));
     }
     args.push_back(held.back()->raw());
   }

@@ -58,7 +58,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
 
     # Replay (replay.py): the first call also captures what its flush ran; later calls with
     # matching arguments launch that program directly.
-    state = {"capture": replay.enabled() and replay.graph_is_replayable(gm), "plan": None}
+    state = {"capture": replay.enabled(), "plan": None}
 
     def run(args):
         plan = state["plan"]

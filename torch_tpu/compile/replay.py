@@ -10,9 +10,10 @@ traced path, which is always correct. A replay is used only when the arguments l
 they did at capture (dtype, sizes, strides, offsets, storage sizes, which arguments share
 a storage) and float32 matmul precision is unchanged; otherwise the call is traced.
 
-Not replayed: graphs with random ops (their seed and offset are host operands that must
-advance the generator on each call), graphs with non-tensor or CPU-tensor arguments
-(their values may become operands), graphs cut by a host read.
+Random ops: each one's {seed, offset} operand is drawn again from the device's default
+generator at every replay, in the traced order, so the generator advances as in eager.
+Not replayed: graphs drawing from an explicit generator, graphs with non-tensor or
+CPU-tensor arguments (their values may become operands), graphs cut by a host read.
 """
 import os
 
@@ -23,14 +24,6 @@ from .. import _C
 
 def enabled() -> bool:
     return os.environ.get("TORCH_TPU_COMPILE_REPLAY", "1") not in ("0", "")
-
-
-def graph_is_replayable(gm: torch.fx.GraphModule) -> bool:
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
-            if torch.Tag.nondeterministic_seeded in node.target.tags:
-                return False
-    return True
 
 
 def _signature(args):
@@ -57,7 +50,7 @@ class ReplayPlan:
     @staticmethod
     def build(graph, args, out):
         """None when the capture cannot be mapped onto the arguments and outputs."""
-        if not graph.complete:
+        if not graph.complete or graph.uses_foreign_generator:
             return None
         signature = _signature(args)
         if signature is None:
