@@ -210,3 +210,20 @@ def test_replay_can_be_turned_off(mode, monkeypatch):
     for _ in range(3):
         assert_close(f(x.to("tpu")), x.exp() - 1)
     assert _C._fused_stats()["replays"] == replays
+
+
+def test_dynamic_shapes_replay_each_seen_length(mode):
+    # dynamic=True: one Dynamo graph for every length; each length's program is traced once
+    # and replayed when the length comes back (its size is a constant of that program).
+    def f(x, w):
+        return torch.softmax(x @ w, dim=-1).sum(1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    w = _data(8, 8, seed=1)
+    wt = w.to("tpu")
+    replays = _C._fused_stats()["replays"]
+    lengths = [3, 5, 7, 3, 5, 7, 5]
+    for i, n in enumerate(lengths):
+        x = _data(2, n, 8, seed=i)
+        assert_close(compiled(x.to("tpu"), wt), f(x, w), atol=1e-5, rtol=1e-5)
+    assert _C._fused_stats()["replays"] - replays == len(lengths) - len(set(lengths))

@@ -56,18 +56,20 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     forward = gm.forward
     from . import replay
 
-    # Replay (replay.py): the first call also captures what its flush ran; later calls with
-    # matching arguments launch that program directly.
-    state = {"capture": replay.enabled(), "plan": None}
+    # Replay (replay.py): a call with new argument signature also captures what its flush ran;
+    # later calls with that signature launch the program directly.
+    plans = replay.Plans() if replay.enabled() else None
 
     def run(args):
-        plan = state["plan"]
-        if plan is not None:
-            out = plan.run(args)
-            if out is not None:
-                return out
-        capture = state["capture"]
-        state["capture"] = False
+        sig = None
+        if plans is not None:
+            plan, sig = plans.lookup(args)
+            if plan is not None:
+                out = plan.run(args)
+                if out is not None:
+                    return out
+                sig = None  # seen before and not replayable now: trace without capturing
+        capture = plans is not None and sig is not None and plans.should_capture(sig)
         kept = list(args) if capture else None  # the boxed forward clears args
         _C._compiled_graph_begin()
         graph = None
@@ -86,7 +88,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         # the graph outputs, the mutated inputs and the activations saved for backward.
         _C._compiled_graph_end()
         if graph is not None:
-            state["plan"] = replay.ReplayPlan.build(graph, kept, out)
+            plans.add(sig, replay.ReplayPlan.build(graph, kept, out, sig))
         return out
 
     run._boxed_call = True

@@ -12,8 +12,10 @@ a storage) and float32 matmul precision is unchanged; otherwise the call is trac
 
 Random ops: each one's {seed, offset} operand is drawn again from the device's default
 generator at every replay, in the traced order, so the generator advances as in eager.
-Not replayed: graphs drawing from an explicit generator, graphs with non-tensor or
-CPU-tensor arguments (their values may become operands), graphs cut by a host read.
+Each graph keeps a plan per argument signature (bounded, `Plans`): with dynamic shapes a
+signature includes the sizes' values, which the traced program holds as constants.
+Not replayed: graphs drawing from an explicit generator, graphs with CPU-tensor
+arguments (their values may become operands), graphs cut by a host read.
 """
 import os
 
@@ -26,10 +28,14 @@ def enabled() -> bool:
     return os.environ.get("TORCH_TPU_COMPILE_REPLAY", "1") not in ("0", "")
 
 
-def _signature(args):
+def signature(args):
+    """What a replay must find as it was at capture; None when the arguments cannot be replayed."""
     storages = {}
     sig = []
     for a in args:
+        if isinstance(a, (int, float, bool)):  # a symbolic size's value: traced in as a constant
+            sig.append((type(a), a))
+            continue
         if not isinstance(a, torch.Tensor) or a.device.type != "tpu":
             return None
         st = a.untyped_storage()
@@ -37,6 +43,30 @@ def _signature(args):
         group = storages.setdefault(addr, len(storages))
         sig.append((a.dtype, a.shape, a.stride(), a.storage_offset(), st.nbytes(), a.device.index, group))
     return tuple(sig), torch.get_float32_matmul_precision()
+
+
+class Plans:
+    """The replay plans of one graph, by argument signature: a graph compiled with dynamic
+    shapes (or called on views at new offsets) meets a few signatures again and again.
+    Bounded: arguments that never repeat stop being captured after MAX_PLANS."""
+    MAX_PLANS = 16
+
+    def __init__(self):
+        self.by_signature = {}
+        self.captures = 0
+
+    def lookup(self, args):
+        """(plan or None, signature or None)."""
+        sig = signature(args)
+        return (self.by_signature.get(sig) if sig is not None else None), sig
+
+    def should_capture(self, sig) -> bool:
+        return sig is not None and self.captures < self.MAX_PLANS
+
+    def add(self, sig, plan):
+        self.captures += 1
+        if plan is not None:
+            self.by_signature[sig] = plan
 
 
 class ReplayPlan:
@@ -48,16 +78,14 @@ class ReplayPlan:
         self.outputs = outputs  # per graph output: ("new", r, meta) | ("arg", i, meta) | ("value", v)
 
     @staticmethod
-    def build(graph, args, out):
+    def build(graph, args, out, sig):
         """None when the capture cannot be mapped onto the arguments and outputs."""
         if not graph.complete or graph.uses_foreign_generator:
             return None
-        signature = _signature(args)
-        if signature is None:
-            return None
         arg_of = {}
         for i, a in enumerate(args):
-            arg_of.setdefault(a.untyped_storage().data_ptr(), i)
+            if isinstance(a, torch.Tensor):
+                arg_of.setdefault(a.untyped_storage().data_ptr(), i)
         params = []
         for addr in graph.param_storages:
             if addr == 0:
@@ -93,12 +121,10 @@ class ReplayPlan:
                 return None
         if used != set(new_results.values()):
             return None  # a storage the program wrote that no output carries
-        return ReplayPlan(graph, signature, params, results, outputs)
+        return ReplayPlan(graph, sig, params, results, outputs)
 
     def run(self, args):
-        """The graph's outputs, or None when the arguments differ from the capture's."""
-        if _signature(args) != self.signature:
-            return None
+        """The graph's outputs, or None when the replay cannot run (then the call is traced)."""
         inputs = [None if i is None else args[i] for i in self.params]
         targets = [None if i is None else args[i] for i in self.results]
         try:
