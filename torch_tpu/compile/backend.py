@@ -61,15 +61,11 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     plans = replay.Plans() if replay.enabled() else None
 
     def run(args):
-        sig = None
         if plans is not None:
-            plan, sig = plans.lookup(args)
-            if plan is not None:
-                out = plan.run(args)
-                if out is not None:
-                    return out
-                sig = None  # seen before and not replayable now: trace without capturing
-        capture = plans is not None and sig is not None and plans.should_capture(sig)
+            out = plans.run(args)
+            if out is not None:
+                return out
+        capture = plans is not None and plans.should_capture(args)
         kept = list(args) if capture else None  # the boxed forward clears args
         _C._compiled_graph_begin()
         graph = None
@@ -88,7 +84,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         # the graph outputs, the mutated inputs and the activations saved for backward.
         _C._compiled_graph_end()
         if graph is not None:
-            plans.add(sig, replay.ReplayPlan.build(graph, kept, out, sig))
+            plans.add(graph, kept, out)
         return out
 
     run._boxed_call = True
