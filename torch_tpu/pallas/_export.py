@@ -96,7 +96,12 @@ def target_version() -> str:
     return ours
 
 
-def export_text(fn, sig, name: str):
+# torch.get_float32_matmul_precision() -> jax.default_matmul_precision: a JAX function's float32 dots are
+# exported as exactly as torch's own matmuls at that setting (JAX's default would be one bf16 pass on TPU).
+_MATMUL_PRECISION = {"highest": "highest", "high": "high", "medium": "default"}
+
+
+def export_text(fn, sig, name: str, matmul_precision: str = "highest"):
     """Exports fn for `sig` and returns (entry symbol, functions text)."""
     jax = import_jax()
     from jax import export
@@ -104,8 +109,8 @@ def export_text(fn, sig, name: str):
     from jax._src.lib.mlir import ir
     from jax._src.lib.mlir.dialects import hlo
 
-    with jax.enable_x64(True):
-        exp = export.export(jax.jit(fn), platforms=[_jax_platform()])(*specs(sig))
+    with jax.enable_x64(True), jax.default_matmul_precision(_MATMUL_PRECISION[matmul_precision]):
+        exp = export.export(jax.jit(fn, keep_unused=True), platforms=[_jax_platform()])(*specs(sig))
     text = exp.mlir_module()
     target = target_version()
     try:
@@ -138,6 +143,10 @@ def export_text(fn, sig, name: str):
                     del op.attributes[attr]
             if old == "main":
                 entry = new
+                n_in = len(ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).inputs)
+                if n_in != len(sig):  # e.g. a token or an effect argument that jax.export added
+                    raise RuntimeError(f"{name}: the exported @main takes {n_in} arguments for {len(sig)} "
+                                       "tensors; torch_tpu cannot call it")
         if entry is None:
             raise RuntimeError(f"{name}: the exported module has no @main")
         body = "\n".join(op.operation.get_asm(print_generic_op_form=True, enable_debug_info=False)

@@ -60,21 +60,22 @@ class _JaxOp:
 
     def tpu(self, *args):
         sig = _signature(args)
-        fid = self._foreign.get(sig)
+        key = (sig, torch.get_float32_matmul_precision())
+        fid = self._foreign.get(key)
         if fid is None:
-            fid = self._register(sig)
+            fid = self._register(sig, key)
         return self._pack(torch_tpu_C()._foreign_call(fid, list(args)))
 
-    def _register(self, sig):
+    def _register(self, sig, key):
         self._check_args_types(sig)
         with self._lock:
-            fid = self._foreign.get(sig)
+            fid = self._foreign.get(key)
             if fid is None:
                 outs = self.out_types(sig)
-                entry, text = _export.export_text(self.fn, sig, self.qualname)
+                entry, text = _export.export_text(self.fn, sig, self.qualname, key[1])
                 fid = torch_tpu_C()._foreign_register(self.qualname, entry, text, [(dt, list(s)) for s, dt in sig],
                                                       [(dt, list(s)) for s, dt in outs])
-                self._foreign[sig] = fid
+                self._foreign[key] = fid
         return fid
 
     def _check_args_types(self, sig):
