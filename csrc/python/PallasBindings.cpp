@@ -5,6 +5,7 @@
 
 #include "csrc/aten/ForeignKernels.h"
 #include "csrc/runtime/ForeignFunctions.h"
+#include "csrc/runtime/PrecisionCost.h"
 #include "csrc/runtime/Runtime.h"
 
 namespace py = pybind11;
@@ -32,6 +33,8 @@ void registerPallasBindings(py::module& m) {
         });
   m.def("_foreign_call", &aten::runForeign);
   m.def("_foreign_count", &runtime::foreignFunctionCount);
+  // The one-time warning torch.tpu.precision documents, for a module on a platform ("" if none).
+  m.def("_dot_precision_cost", &runtime::dotPrecisionCost);
   // The StableHLO versions the plugin's compiler reads ("" where it does not say).
   m.def("_plugin_stablehlo_versions", [] {
     const auto& p = runtime::Runtime::get().client().plugin();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "csrc/pjrt/CompileOptions.h"
+#include "PrecisionCost.h"
 
 namespace tpu::runtime {
 namespace {
@@ -791,6 +792,7 @@ const std::string& pluginIdentity(const pjrt::Client& client) {
 CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& module,
                                  const pjrt::CompileOptions& options, const char* opName, CompileCache* c) {
   CompileCache& cache = c ? *c : CompileCache::global();
+  warnDotPrecisionCostOnce(client.platformName(), module);
   CompiledProgram out;
   CacheKey key{};
   std::string info;
