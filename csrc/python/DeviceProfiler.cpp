@@ -6,6 +6,7 @@
 #ifndef USE_KINETO
 #define USE_KINETO 1  // the torch wheel is built with kineto; its plugin headers are guarded by this macro
 #endif
+#include <torch/csrc/profiler/orchestration/observer.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <GenericTraceActivity.h>
@@ -40,15 +41,25 @@ int32_t rowOf(trace::Kind k) {
 
 class Session : public libkineto::IActivityProfilerSession {
  public:
+  // Kineto configures every plugin for every trace; record only when PrivateUse1 activities were asked for.
+  explicit Session(bool active) : active_(active) {}
   void start() override {
     startNs_ = trace::nowNs();
+    // Kineto also restarts sessions it configured earlier for a later CPU-only trace: ask torch's profiler
+    // state which activities this trace is for.
+    using torch::profiler::impl::ProfilerState;
+    using torch::profiler::impl::ProfilerStateBase;
+    const ProfilerStateBase* state = ProfilerStateBase::get();
+    if (state) active_ = state->config().state == ProfilerState::KINETO_PRIVATEUSE1;
+    if (!active_) return;
     trace::take();  // drop spans from before the window
     trace::setEnabled(true);
   }
   void stop() override {
+    endNs_ = trace::nowNs();
+    if (!active_) return;
     trace::setEnabled(false);
     spans_ = trace::take();  // waits for programs still running
-    endNs_ = trace::nowNs();
   }
   std::vector<std::string> errors() override { return {}; }
 
@@ -66,6 +77,7 @@ class Session : public libkineto::IActivityProfilerSession {
       a.addMetadataQuoted("device", "tpu:" + std::to_string(a.device));
       a.log(logger);
     }
+    spans_.clear();  // kineto may process a finished session again in a later (CPU-only) trace
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
@@ -89,6 +101,7 @@ class Session : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  bool active_;
   int64_t startNs_ = 0, endNs_ = 0;
   std::vector<trace::Span> spans_;
   libkineto::CpuTraceBuffer buffer_;
@@ -98,9 +111,11 @@ class TpuActivityProfiler : public libkineto::IActivityProfiler {
  public:
   const std::string& name() const override { return name_; }
   const std::set<ActivityType>& availableActivities() const override { return activities_; }
-  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>&,
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(const std::set<ActivityType>& types,
                                                                  const libkineto::Config&) override {
-    return std::make_unique<Session>();
+    bool active = false;
+    for (ActivityType t : activities_) active |= types.count(t) > 0;
+    return std::make_unique<Session>(active);
   }
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(int64_t, int64_t,
                                                                  const std::set<ActivityType>& types,
