@@ -93,3 +93,14 @@ def test_grad_scaler_training_matches_cpu(mode):
     assert scales_t == scales_c  # 256, 512 (grown), 256 (inf), ...
     for a, e in zip(params_t, params_c):
         torch.testing.assert_close(a, e)
+
+
+def test_torch_tpu_amp_defaults(mode):
+    import torch_tpu.amp
+    scaler = torch_tpu.amp.GradScaler(init_scale=4.0)
+    assert scaler._device == "tpu" and scaler.get_scale() == 4.0
+    a = torch.randn(4, 4)
+    with torch_tpu.amp.autocast():
+        out = a.to("tpu") @ a.to("tpu")
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out.cpu(), (a.bfloat16() @ a.bfloat16()), rtol=0, atol=0)
