@@ -316,3 +316,18 @@ def test_plugin_stablehlo_version_is_read():
     from jax._src.lib.mlir.dialects import hlo
     ours = hlo.get_current_version()
     assert _export.target_version() == min(current, ours, key=_export._version_tuple)
+
+
+def test_stablehlo_newer_than_the_plugin_is_refused_clearly(monkeypatch):
+    # float8_e4m3 (IEEE-style) converts need StableHLO 1.8+: a plugin reading 1.5.0 must get a clear error
+    # from the export, not an opaque parse error from its compiler.
+    def f8_roundtrip(x):
+        return x.astype(jnp.float8_e4m3).astype(jnp.float32)
+
+    op = jax_op("tpu_test::f8_roundtrip", f8_roundtrip)
+    x = torch.linspace(-3, 3, 16).reshape(4, 4)
+    ref = op(x)  # JAX on CPU
+    torch.testing.assert_close(op(x.to("tpu")).cpu(), ref, rtol=0, atol=0)  # this plugin reads 1.13.3
+    monkeypatch.setattr(torch_tpu._C, "_plugin_stablehlo_versions", lambda: ("1.5.0", "0.9.0"))
+    with pytest.raises(RuntimeError, match="newer than version 1.5.0"):
+        op(x.to("tpu").reshape(2, 8))  # a new shape signature: exported again
