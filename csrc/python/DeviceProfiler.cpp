@@ -63,6 +63,18 @@ class Session : public libkineto::IActivityProfilerSession {
   }
   std::vector<std::string> errors() override { return {}; }
 
+  void pushCorrelationId(uint64_t id) override { trace::pushCorrelation(id); }
+  void popCorrelationId() override { trace::popCorrelation(); }
+
+  // With the CPU ops' activities: each program is linked (a flow arrow in the trace, and its device time
+  // attributed to the op in key_averages) to the op that launched it.
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked, int64_t,
+                    int64_t) override {
+    linked_ = std::move(linked);
+    processTrace(logger);
+    linked_ = nullptr;
+  }
+
   void processTrace(libkineto::ActivityLogger& logger) override {
     buffer_.span = libkineto::TraceSpan(startNs_, endNs_, "tpu");
     int32_t id = 0;
@@ -75,6 +87,16 @@ class Session : public libkineto::IActivityProfilerSession {
       a.resource = rowOf(s.kind);
       a.id = ++id;
       a.addMetadataQuoted("device", "tpu:" + std::to_string(a.device));
+      if (s.launchNs) a.addMetadataQuoted("launched", std::to_string(s.launchNs / 1000) + " us");
+      if (s.correlation && linked_) {
+        a.linked = linked_(static_cast<int32_t>(s.correlation));
+        if (a.linked) {
+          a.flow.id = static_cast<uint32_t>(s.correlation);
+          a.flow.type = libkineto::kLinkAsyncCpuGpu;
+          a.flow.start = false;
+          a.addMetadataQuoted("correlation", std::to_string(s.correlation));
+        }
+      }
       a.log(logger);
     }
     spans_.clear();  // kineto may process a finished session again in a later (CPU-only) trace
@@ -101,6 +123,7 @@ class Session : public libkineto::IActivityProfilerSession {
   }
 
  private:
+  libkineto::getLinkedActivityCallback linked_;
   bool active_;
   int64_t startNs_ = 0, endNs_ = 0;
   std::vector<trace::Span> spans_;

@@ -17,6 +17,9 @@ struct Pending {
   std::shared_ptr<std::atomic<int64_t>> endNs;  // set by the ready callback (0: not yet)
 };
 
+thread_local std::vector<uint64_t> tCorrelation;
+uint64_t currentCorrelation() { return tCorrelation.empty() ? 0 : tCorrelation.back(); }
+
 std::mutex mu;
 std::vector<Span> spans;
 std::vector<Pending> pending;
@@ -30,13 +33,19 @@ int64_t nowNs() {
 
 void setEnabled(bool on) { gEnabled.store(on); }
 
+void pushCorrelation(uint64_t id) { tCorrelation.push_back(id); }
+void popCorrelation() {
+  if (!tCorrelation.empty()) tCorrelation.pop_back();
+}
+
 void span(Kind kind, std::string name, int device, int64_t startNs, int64_t endNs) {
   std::lock_guard<std::mutex> lock(mu);
-  spans.push_back(Span{kind, std::move(name), device, startNs, endNs});
+  spans.push_back(Span{kind, std::move(name), device, startNs, endNs, currentCorrelation()});
 }
 
 void execution(std::string name, int device, pjrt::Event done) {
-  Pending p{Span{Kind::Execute, std::move(name), device, nowNs(), 0}, std::move(done),
+  int64_t now = nowNs();
+  Pending p{Span{Kind::Execute, std::move(name), device, now, 0, currentCorrelation(), now}, std::move(done),
             std::make_shared<std::atomic<int64_t>>(0)};
   auto end = p.endNs;
   if (!p.done.onReady([end](bool) { end->store(nowNs()); })) end->store(0);  // stamped when taken

@@ -18,12 +18,18 @@ struct Span {
   std::string name;
   int device;
   int64_t startNs, endNs;  // system clock, ns since the epoch (kineto's clock)
+  uint64_t correlation = 0;  // the profiler's id of the CPU op that launched it (0: none)
+  int64_t launchNs = 0;      // programs: when the host launched it (startNs may be later: queued behind others)
 };
 
 extern std::atomic<bool> gEnabled;
 inline bool enabled() { return gEnabled.load(std::memory_order_relaxed); }
 void setEnabled(bool on);
 int64_t nowNs();
+
+// The profiler's correlation id of the op running on this thread (kineto pushes one per CPU op).
+void pushCorrelation(uint64_t id);
+void popCorrelation();
 
 // A finished span.
 void span(Kind kind, std::string name, int device, int64_t startNs, int64_t endNs);
