@@ -353,3 +353,19 @@ def test_user_vjp(mode):
     xm = x.to("tpu").requires_grad_()
     cube_marked(xm).sum().backward()  # the vjp given is the one used
     torch.testing.assert_close(xm.grad.cpu(), torch.full((5, 6), 7.0), rtol=0, atol=0)
+
+
+def test_compiled_training_step_with_jax_ops(mode):
+    # torch.compile(backend="tpu") of the model: the JAX ops and their backward ops are inside the graphs
+    x = _randn(16, 16, seed=12)
+    target = F.one_hot(torch.arange(16) % 16, 16).float()
+    ref_net, ref64 = _Net(jax_ops=False), _Net(jax_ops=False).double()
+    net = _Net(jax_ops=True).to("tpu")
+    losses = _train(torch.compile(net, backend="tpu"), x.to("tpu"), target.to("tpu"))
+    ref_losses = _train(ref_net, x, target)
+    losses64 = _train(ref64, x.double(), target.double())
+    for a, e, r in zip(losses, ref_losses, losses64):
+        assert_as_accurate_as_cpu(a, e, r)
+    for p, pc, p64 in zip(net.parameters(), ref_net.parameters(), ref64.parameters()):
+        assert_as_accurate_as_cpu(p, pc, p64)
+    torch._dynamo.reset()
