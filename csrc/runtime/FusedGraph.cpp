@@ -1,4 +1,5 @@
 #include "FusedGraph.h"
+#include "DeviceTrace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -243,6 +244,9 @@ void FusedGraph::flush(const char* reason) {
     reset();
     throw;
   }
+  if (trace::enabled() && !results.empty())
+    trace::execution("fused graph (" + std::to_string(ops_) + " ops, " + reason + ")", static_cast<int>(device_),
+                     results[0]->readyEvent());
   releaseFinished();
   run.inputs = std::move(operandBuffers);
   for (Param& p : params_)
@@ -324,6 +328,8 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
   RunningGraph run;
   std::vector<std::unique_ptr<pjrt::Buffer>> results =
       g.exe->execute(args, Runtime::get().client().devices().at(g.device), &run.done);
+  if (trace::enabled() && !results.empty())
+    trace::execution("compiled graph (replay)", static_cast<int>(g.device), results[0]->readyEvent());
   releaseFinished();
   run.inputs = std::move(held);
   running_.push_back(std::move(run));
