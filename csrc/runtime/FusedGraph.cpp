@@ -1,5 +1,4 @@
 #include "FusedGraph.h"
-#include "DeviceTrace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -8,6 +7,7 @@
 #include <iostream>
 
 #include "CompileCache.h"
+#include "DeviceTrace.h"
 #include "Executor.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
