@@ -227,3 +227,27 @@ def test_dynamic_shapes_replay_each_seen_length(mode):
         x = _data(2, n, 8, seed=i)
         assert_close(compiled(x.to("tpu"), wt), f(x, w), atol=1e-5, rtol=1e-5)
     assert _C._fused_stats()["replays"] - replays == len(lengths) - len(set(lengths))
+
+
+def test_cpu_scalar_arguments_follow_their_values(mode):
+    # A 0-dim CPU tensor that only reaches tpu results is passed as a tpu tensor: replayed, and each
+    # call sees its current value. One whose math reaches a CPU output stays on CPU (traced).
+    def scaled(x, s):
+        return x * (s * 2 + 1)
+
+    def both(x, s):
+        return x * s, s + 1
+
+    f, g = torch.compile(scaled, backend="tpu"), torch.compile(both, backend="tpu")
+    x = _data(5)
+    xt = x.to("tpu")
+    replays = _C._fused_stats()["replays"]
+    for v in (0.5, -1.5, 3.0, 0.25):
+        s = torch.tensor(v)
+        assert_close(f(xt, s), scaled(x, s))
+    assert _C._fused_stats()["replays"] - replays == 3
+    for v in (0.5, 2.0):
+        s = torch.tensor(v)
+        out, nxt = g(xt, s)
+        assert_close(out, x * s)
+        assert nxt.device.type == "cpu" and nxt.item() == v + 1

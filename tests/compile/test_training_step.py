@@ -78,3 +78,35 @@ def test_compiled_optimizer_step_alone_matches_eager(mode, optimizer):
         cpu_error = (c.detach().double() - r.detach()).abs().max().item()
         assert cpu_error < 1e-6
         torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)
+
+
+def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_replays(mode):
+    # lr as a CPU tensor (PyTorch's advice against a recompile per scheduler step): its value and
+    # the scalar math on it reach the program as a tpu operand, so every step replays with the
+    # scheduler's new value. Compared with eager tpu running the same (capturable) algorithm.
+    torch.manual_seed(0)
+    base = nn.Linear(6, 3)
+    models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
+              "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=torch.tensor(0.05), capturable=k == "eager")
+            for k, m in models.items()}
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (s + 1)) for o in opts.values()]
+    step = torch.compile(opts["compiled"].step, backend="tpu")
+    g = torch.Generator().manual_seed(3)
+    replays = _C._fused_stats()["replays"]
+    for _ in range(6):
+        x = torch.randn(4, 6, generator=g)
+        for k, m in models.items():
+            opts[k].zero_grad()
+            xk = x.double() if k == "f64" else x.to(next(m.parameters()).device)
+            m(xk).square().sum().backward()
+            if k != "compiled":
+                opts[k].step()
+        step()
+        for s in schedulers:
+            s.step()
+    assert _C._fused_stats()["replays"] - replays >= 4
+    for p, e, c, r in zip(*(models[k].parameters() for k in ("compiled", "eager", "cpu", "f64"))):
+        cpu_error = (c.detach().double() - r.detach()).abs().max().item()
+        assert cpu_error < 1e-6
+        torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)
