@@ -307,6 +307,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
                         const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs) {
   // The same launch as flush() without the trace: bind buffers, run, hand out results.
   std::vector<std::shared_ptr<pjrt::Buffer>> held;
+  int64_t donated = 0;
   std::vector<PJRT_Buffer*> args;
   for (size_t p = 0; p < g.params.size(); ++p) {
     const CapturedGraph::Param& cp = g.params[p];
@@ -319,6 +320,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
       if (cp.donated && s->buffer.use_count() != 1) releaseHolders(s->buffer.get());
       if (cp.donated && s->buffer.use_count() != 1)
         throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
+      donated += cp.donated;
       held.push_back(s->buffer);
     } else {
       held.push_back(Executor::get().operandBufferLocked(operands.at(p), g.device));
@@ -334,6 +336,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
   run.inputs = std::move(held);
   running_.push_back(std::move(run));
   ++stats_.replays;
+  stats_.donatedBuffers += donated;
   if (g.indexFlagResult) Executor::get().setFlagLocked(g.device, std::shared_ptr<pjrt::Buffer>(std::move(results.back())));
   for (size_t r = 0; r < g.results.size(); ++r) {
     DeviceStorage* s = outputs.at(r);
