@@ -69,7 +69,22 @@ c10::intrusive_ptr<c10d::Backend::Options> TpuBackend::getBackendOptions() {
   return opts;
 }
 
-c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() { return completedWork({}); }
+void TpuBackend::startCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  coalescing_ = true;
+  coalesced_.clear();
+}
+
+c10::intrusive_ptr<c10d::Work> TpuBackend::endCoalescing() {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  coalescing_ = false;
+  // Every send was issued without waiting and every receive is deferred, so waiting for all of
+  // them here cannot deadlock whatever order the ranks listed them in.
+  auto pending = std::move(coalesced_);
+  coalesced_.clear();
+  for (auto& w : pending) w->wait(config_.timeout);
+  return completedWork({});
+}
 
 void TpuBackend::setTimeout(std::chrono::milliseconds timeout) {
   config_.timeout = timeout;
@@ -365,11 +380,20 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
                                                     const c10d::AllToAllOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   check(CollectiveOp::AllToAll, inputs, /*shapes=*/false);
-  std::vector<at::Tensor> hostIn, hostOut;
-  for (const auto& t : inputs) hostIn.push_back(toHost(t));
-  for (const auto& t : outputs) hostOut.push_back(hostLike(t));
-  await(host_->alltoall(hostOut, hostIn, opts), CollectiveOp::AllToAll);
-  for (size_t i = 0; i < outputs.size(); ++i) writeBack(outputs[i], hostOut[i]);
+  TORCH_CHECK(sameDtype(inputs) && sameDtype(outputs) && !inputs.empty() && !outputs.empty() &&
+                  inputs[0].scalar_type() == outputs[0].scalar_type(),
+              "tpu_dist: all_to_all needs input and output tensors of one dtype");
+  // One flat exchange with per-rank splits: pieces may differ in size (gloo's list form requires
+  // equal sizes; NCCL's does not).
+  std::vector<int64_t> inSplits, outSplits;
+  for (const auto& t : inputs) inSplits.push_back(t.numel());
+  for (const auto& t : outputs) outSplits.push_back(t.numel());
+  auto flatIn = flattenToHost(inputs);
+  int64_t outNumel = 0;
+  for (auto n : outSplits) outNumel += n;
+  auto flatOut = at::empty({outNumel}, flatIn.options());
+  await(host_->alltoall_base(flatOut, flatIn, outSplits, inSplits, opts), CollectiveOp::AllToAll);
+  unflattenInto(outputs, flatOut);
   return completedWork(outputs);
 }
 
@@ -380,7 +404,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
   // The host work keeps the staged copy alive.
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) host.push_back(toHost(t));
-  return host_->send(host, dstRank, tag);
+  auto work = host_->send(host, dstRank, tag);
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
@@ -388,7 +414,9 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors
   ensureUsable("recv");
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) host.push_back(hostLike(t));
-  return c10::make_intrusive<DeferredWork>(host_->recv(host, srcRank, tag), tensors, host);
+  c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<DeferredWork>(host_->recv(host, srcRank, tag), tensors, host);
+  if (coalescing_) coalesced_.push_back(work);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {

@@ -34,7 +34,7 @@ class TpuBackend : public c10d::Backend {
   const std::string getBackendName() const override { return "tpu_dist"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   bool supportsCoalescing() const override { return true; }
-  void startCoalescing() override {}
+  void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
 
@@ -105,6 +105,10 @@ class TpuBackend : public c10d::Backend {
   std::recursive_mutex mutex_;  // one collective at a time: sequence numbers must agree
   uint64_t seq_ = 0;
   bool aborted_ = false;
+  // Point-to-point work started inside startCoalescing()/endCoalescing() (batch_isend_irecv): c10d
+  // keeps only endCoalescing's Work, which therefore waits for these.
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_;
 };
 
 // A completed Work whose future holds `outputs`.

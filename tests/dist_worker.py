@@ -1,0 +1,301 @@
+"""One rank of a multiprocess tpu_dist scenario (launched by tests/dist_harness.py).
+
+usage: dist_worker.py SCENARIO RANK WORLD INIT_METHOD [ARGS...]
+
+Every check compares tpu against the same computation on the CPU (the gloo backend on CPU tensors
+of the same group, or single-process CPU training) and raises AssertionError on a difference;
+the rank then exits non-zero and the harness shows its output.
+"""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples"))
+
+SCENARIOS = {}
+
+
+def scenario(fn):
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def init(rank, world, init_method, backend="cpu:gloo,tpu:tpu_dist", timeout_s=60):
+    torch.tpu.set_device(rank % torch.tpu.device_count())  # the LOCAL_RANK convention of CUDA
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return torch.device("tpu", torch.tpu.current_device())
+
+
+def same(tpu, cpu, what):
+    if isinstance(cpu, (list, tuple)):
+        assert len(tpu) == len(cpu), what
+        for i, (a, b) in enumerate(zip(tpu, cpu)):
+            same(a, b, f"{what}[{i}]")
+        return
+    assert tpu.device.type == "tpu", f"{what}: result on {tpu.device}"
+    got = tpu.cpu()
+    assert got.dtype == cpu.dtype and got.shape == cpu.shape, f"{what}: {got.dtype}{list(got.shape)} vs {cpu.dtype}{list(cpu.shape)}"
+    # Both sides reduce the same host values through gloo in the same order: exact.
+    assert torch.equal(got, cpu), f"{what}: tpu {got} vs gloo {cpu}"
+
+
+def values(rank, shape, dtype, salt=0):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    return torch.randint(0, 1 << 20, shape, generator=g, dtype=dtype)
+
+
+def both(fn, cpu_tensors, dev):
+    """Runs fn on clones of the CPU tensors (gloo) and on tpu copies (tpu_dist)."""
+    cpu = [t.clone() for t in cpu_tensors]
+    tpu = [t.to(dev) for t in cpu_tensors]
+    fn(*cpu)
+    fn(*tpu)
+    return tpu, cpu
+
+
+# --- every collective against gloo ------------------------------------------------------------
+@scenario
+def collectives(rank, world, init_method):
+    dev = init(rank, world, init_method)
+    R = dist.ReduceOp
+    # all_reduce: every ReduceOp; PREMUL_SUM has no gloo reference, so it is checked against SUM of x * f.
+    for op in (R.SUM, R.AVG, R.PRODUCT, R.MIN, R.MAX):
+        x = values(rank, (3, 5), torch.float32) * 0.1 + (1 if op == R.PRODUCT else 0)
+        t, c = both(lambda a: dist.all_reduce(a, op=op), [x], dev)
+        same(t, c, f"all_reduce {op}")
+    for op in (R.SUM, R.BAND, R.BOR, R.BXOR, R.MIN):
+        t, c = both(lambda a: dist.all_reduce(a, op=op), [values(rank, (7,), torch.int64)], dev)
+        same(t, c, f"all_reduce int64 {op}")
+    t, c = both(lambda a: dist.all_reduce(a), [values(rank, (9,), torch.bfloat16)], dev)
+    same(t, c, "all_reduce bfloat16")
+    x = values(rank, (6,), torch.float32)
+    t = x.to(dev)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.25))
+    ref = x * 0.25
+    dist.all_reduce(ref)
+    same([t], [ref], "all_reduce PREMUL_SUM")
+    # A strided view is reduced and written back through the view.
+    base = values(rank, (4, 6), torch.float32)
+    tb, cb = base.to(dev), base.clone()
+    dist.all_reduce(tb.t()[1:4])
+    piece = cb.t()[1:4].contiguous()  # gloo itself needs dense tensors
+    dist.all_reduce(piece)
+    cb.t()[1:4] = piece
+    same([tb], [cb], "all_reduce of a transposed slice")
+    # broadcast / reduce
+    for src in range(world):
+        t, c = both(lambda a: dist.broadcast(a, src=src), [values(rank, (2, 3), torch.float32)], dev)
+        same(t, c, f"broadcast src={src}")
+    # Only dst's buffer is defined after a reduce (gloo leaves partial sums elsewhere; tpu_dist keeps the input).
+    t, c = both(lambda a: dist.reduce(a, dst=world - 1, op=R.MAX), [values(rank, (5,), torch.float32)], dev)
+    if rank == world - 1:
+        same(t, c, "reduce MAX")
+    t, c = both(lambda a: dist.reduce(a, dst=0), [values(rank, (5,), torch.int64)], dev)
+    if rank == 0:
+        same(t, c, "reduce SUM int64")
+    # all_gather / all_gather_into_tensor
+    x = values(rank, (2, 3), torch.float32)
+    outs_c = [torch.empty(2, 3) for _ in range(world)]
+    outs_t = [torch.empty(2, 3, device=dev) for _ in range(world)]
+    dist.all_gather(outs_c, x.clone())
+    dist.all_gather(outs_t, x.to(dev))
+    same(outs_t, outs_c, "all_gather")
+    out_c, out_t = torch.empty(world * 2, 3), torch.empty(world * 2, 3, device=dev)
+    dist.all_gather_into_tensor(out_c, x.clone())
+    dist.all_gather_into_tensor(out_t, x.to(dev))
+    same([out_t], [out_c], "all_gather_into_tensor")
+    # reduce_scatter / reduce_scatter_tensor
+    for op in (R.SUM, R.MAX, R.AVG):
+        ins = [values(rank, (4,), torch.float32, salt=i) for i in range(world)]
+        o_c, o_t = torch.empty(4), torch.empty(4, device=dev)
+        dist.reduce_scatter(o_c, [i.clone() for i in ins], op=op)
+        dist.reduce_scatter(o_t, [i.to(dev) for i in ins], op=op)
+        same([o_t], [o_c], f"reduce_scatter {op}")
+        big = values(rank, (world * 3, 2), torch.float32)
+        o_c, o_t = torch.empty(3, 2), torch.empty(3, 2, device=dev)
+        dist.reduce_scatter_tensor(o_c, big.clone(), op=op)
+        dist.reduce_scatter_tensor(o_t, big.to(dev), op=op)
+        same([o_t], [o_c], f"reduce_scatter_tensor {op}")
+    # all_to_all (lists): even pieces against gloo, uneven ones (which gloo's list form refuses, NCCL's
+    # allows) against gloo's all_to_all_single of the same data
+    ins = [values(rank, (2, 3), torch.float32, salt=i) for i in range(world)]
+    outs_c = [torch.empty(2, 3) for _ in range(world)]
+    outs_t = [torch.empty(2, 3, device=dev) for _ in range(world)]
+    dist.all_to_all(outs_c, [i.clone() for i in ins])
+    dist.all_to_all(outs_t, [i.to(dev) for i in ins])
+    same(outs_t, outs_c, "all_to_all")
+    ins = [values(rank, (rank + 1 + i,), torch.float32, salt=i) for i in range(world)]
+    outs_t = [torch.empty(r + 1 + rank, device=dev) for r in range(world)]
+    dist.all_to_all(outs_t, [i.to(dev) for i in ins])
+    flat_c = torch.empty(sum(r + 1 + rank for r in range(world)))
+    dist.all_to_all_single(flat_c, torch.cat(ins), [r + 1 + rank for r in range(world)], [t.numel() for t in ins])
+    same([torch.cat(outs_t)], [flat_c], "all_to_all uneven")
+    in_splits = [rank + 1 + i for i in range(world)]     # what this rank sends to rank i
+    out_splits = [r + 1 + rank for r in range(world)]    # what rank r sends here
+    x = values(rank, (sum(in_splits), 2), torch.float32)
+    o_c, o_t = torch.empty(sum(out_splits), 2), torch.empty(sum(out_splits), 2, device=dev)
+    dist.all_to_all_single(o_c, x.clone(), out_splits, in_splits)
+    dist.all_to_all_single(o_t, x.to(dev), out_splits, in_splits)
+    same([o_t], [o_c], "all_to_all_single uneven")
+    # gather / scatter
+    x = values(rank, (3,), torch.float32)
+    g_c = [torch.empty(3) for _ in range(world)] if rank == 0 else None
+    g_t = [torch.empty(3, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(x.clone(), g_c, dst=0)
+    dist.gather(x.to(dev), g_t, dst=0)
+    if rank == 0:
+        same(g_t, g_c, "gather")
+    src = world - 1
+    parts = [values(rank, (2, 2), torch.float32, salt=i) for i in range(world)]
+    s_c, s_t = torch.empty(2, 2), torch.empty(2, 2, device=dev)
+    dist.scatter(s_c, [p.clone() for p in parts] if rank == src else None, src=src)
+    dist.scatter(s_t, [p.to(dev) for p in parts] if rank == src else None, src=src)
+    same([s_t], [s_c], "scatter")
+    # point to point: a ring, blocking and in a batch (receives posted before sends)
+    nxt, prv = (rank + 1) % world, (rank - 1) % world
+    x = values(rank, (4,), torch.float32)
+    r_t = torch.empty(4, device=dev)
+    if rank % 2 == 0:
+        dist.send(x.to(dev), nxt)
+        dist.recv(r_t, prv)
+    else:
+        dist.recv(r_t, prv)
+        dist.send(x.to(dev), nxt)
+    same([r_t], [values(prv, (4,), torch.float32)], "send/recv")
+    r_t = torch.empty(4, device=dev)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.irecv, r_t, prv), dist.P2POp(dist.isend, x.to(dev), nxt)])
+    for w in reqs:
+        w.wait()
+    same([r_t], [values(prv, (4,), torch.float32)], "batch_isend_irecv")
+    # coalesced all_reduce (one flat host buffer)
+    xs = [values(rank, s, torch.float32, salt=i) for i, s in enumerate([(3,), (2, 2), (5,)])]
+    ts = [x.to(dev) for x in xs]
+    cs = [x.clone() for x in xs]
+    with dist._coalescing_manager(device=dev):
+        for t in ts:
+            dist.all_reduce(t)
+    with dist._coalescing_manager():  # gloo's allreduce_coalesced: the same flat order
+        for c in cs:
+            dist.all_reduce(c)
+    same(ts, cs, "coalesced all_reduce")
+    # async work and futures
+    x = values(rank, (8,), torch.float32)
+    t, c = x.to(dev), x.clone()
+    work = dist.all_reduce(t, async_op=True)
+    fut_value = work.get_future().wait()
+    work.wait()
+    dist.all_reduce(c)
+    same([t, fut_value[0]], [c, c], "async all_reduce and its future")
+    dist.barrier()
+    # the functional collectives DTensor and compiled graphs use (_c10d_functional ops)
+    import torch.distributed._functional_collectives as funcol
+    group = dist.group.WORLD
+    x = values(rank, (4, 2), torch.float32)
+    same([funcol.all_reduce(x.to(dev), "sum", group)], [funcol.all_reduce(x, "sum", group)], "funcol.all_reduce")
+    same([funcol.all_gather_tensor(x.to(dev), 0, group)], [funcol.all_gather_tensor(x, 0, group)],
+         "funcol.all_gather_tensor")
+    y = values(rank, (world * 2, 3), torch.float32)
+    same([funcol.reduce_scatter_tensor(y.to(dev), "sum", 0, group)], [funcol.reduce_scatter_tensor(y, "sum", 0, group)],
+         "funcol.reduce_scatter_tensor")
+    same([funcol.all_to_all_single(y.to(dev), None, None, group)], [funcol.all_to_all_single(y, None, None, group)],
+         "funcol.all_to_all_single")
+    assert dist.get_backend() == "cpu:gloo,tpu:tpu_dist"
+    tpu_backend = dist.group.WORLD._get_backend(dev)
+    assert type(tpu_backend).__name__ == "TpuBackend" and tpu_backend.transport == "host (gloo)"
+    dist.destroy_process_group()
+    print(f"rank {rank}: collectives ok")
+
+
+@scenario
+def default_backend(rank, world, init_method):
+    """init_process_group() with no backend on a tpu host picks tpu_dist."""
+    torch.tpu.set_device(rank % torch.tpu.device_count())
+    dist.init_process_group(init_method=init_method, rank=rank, world_size=world)
+    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    assert type(dist.group.WORLD._get_backend(torch.device("tpu"))).__name__ == "TpuBackend"
+    x = torch.full((3,), float(rank + 1), device="tpu")
+    dist.all_reduce(x)
+    assert x.cpu().tolist() == [world * (world + 1) / 2] * 3
+    dist.destroy_process_group()
+    print(f"rank {rank}: default backend ok")
+
+
+# --- MPMD and mismatched collectives ---------------------------------------------------------
+def expect_error(fn, *needles):
+    try:
+        fn()
+    except RuntimeError as e:
+        msg = str(e)
+        for n in needles:
+            assert n in msg, f"error does not name {n!r}: {msg}"
+        return msg
+    raise AssertionError(f"no RuntimeError (expected one naming {needles})")
+
+
+@scenario
+def mpmd(rank, world, init_method):
+    import time
+    # init_process_group() with no backend on a tpu host picks tpu_dist.
+    torch.tpu.set_device(rank % torch.tpu.device_count())
+    dist.init_process_group(init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    assert type(dist.group.WORLD._get_backend(torch.device("tpu"))).__name__ == "TpuBackend"
+    dev = torch.device("tpu", torch.tpu.current_device())
+    # Rank 0 does extra work between collectives (host reads, an eval pass): results stay right.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).to(dev)
+    expected = sum(float(r + 1) for r in range(world))
+    for step in range(3):
+        x = torch.full((4,), float(rank + 1), device=dev) * (step + 1)
+        if rank == 0:
+            with torch.no_grad():
+                model.eval()
+                logged = model(torch.ones(3, 4, device=dev)).sum().item()
+                assert logged == logged  # a real host read, not NaN
+            _ = (x * 2).max().item()
+        dist.all_reduce(x)
+        assert x.cpu().tolist() == [expected * (step + 1)] * 4, (step, x.cpu())
+    # Mismatched collectives: the same RuntimeError on every rank, naming both sides.
+    t = torch.ones(4, device=dev)
+    msg = expect_error(lambda: dist.all_reduce(t) if rank == 0 else dist.broadcast(t, src=0),
+                       "rank 0: all_reduce #", "rank 1: broadcast #", "Float[4]")
+    print(f"rank {rank}: {msg}")
+    shape = (4,) if rank == 0 else (5,)
+    expect_error(lambda: dist.all_reduce(torch.ones(shape, device=dev)), "Float[4]", "Float[5]")
+    dtype = torch.float32 if rank == 0 else torch.int64
+    expect_error(lambda: dist.all_gather_into_tensor(torch.empty(2 * world, dtype=dtype, device=dev),
+                                                     torch.ones(2, dtype=dtype, device=dev)),
+                 "all_gather_into_tensor", "Float", "Long")
+    # After a reported mismatch the group still works.
+    t = torch.full((2,), float(rank), device=dev)
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [float(sum(range(world)))] * 2
+    # A rank that never issues the collective: the others get an error within the group's timeout.
+    short = dist.new_group(timeout=datetime.timedelta(seconds=3))
+    if rank == 0:
+        start = time.monotonic()
+        expect_error(lambda: dist.all_reduce(torch.ones(3, device=dev), group=short), "tpu_dist", "all_reduce")
+        waited = time.monotonic() - start
+        assert waited < 30, f"took {waited:.1f} s for a 3 s timeout"
+        print(f"rank 0: missing collective raised after {waited:.1f} s")
+    # Rank 1 stays alive past rank 0's timeout, then both leave through a store barrier (the short
+    # group is broken now; the world group is not).
+    store = dist.distributed_c10d._get_default_store()
+    store.add("mpmd-done", 1)
+    while int(store.add("mpmd-done", 0)) < world:
+        time.sleep(0.05)
+    dist.destroy_process_group()
+    print(f"rank {rank}: mpmd ok")
+
+
+if __name__ == "__main__":
+    name, rank, world, init_method, *args = sys.argv[1:]
+    SCENARIOS[name](int(rank), int(world), init_method, *args)
