@@ -227,6 +227,193 @@ def default_backend(rank, world, init_method):
     print(f"rank {rank}: default backend ok")
 
 
+# --- DDP and FSDP2 training against single-process training -----------------------------------
+STEPS, MICRO, D_MODEL, SEQ = 10, 4, 32, 16  # MICRO: samples per rank and micro-batch
+
+
+def gpt_and_data(world):
+    from gpt import GPT, batches, load_text
+    data, vocab = load_text()
+    torch.manual_seed(0)
+    model = GPT(vocab, d_model=D_MODEL, n_layers=1, n_heads=2, max_len=SEQ)
+    # Two micro-batches per step (gradient accumulation), each MICRO * world samples.
+    steps = list(batches(data, STEPS * 2, MICRO * world, SEQ, seed=3))
+    return model, [(steps[2 * i], steps[2 * i + 1]) for i in range(STEPS)]
+
+
+def train_single(world, dtype):
+    """Single-process reference: the global batch on CPU, two micro-batches per step."""
+    model, data = gpt_and_data(world)
+    model = model.to(dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for micro in data:
+        opt.zero_grad()
+        for x, y in micro:
+            _, loss = model(x, y)
+            (loss / len(micro)).backward()
+        opt.step()
+    return {k: v.detach().double() for k, v in model.named_parameters()}
+
+
+def max_distance(a, b, names=None):
+    names = names or a.keys()
+    return max((a[k].double().cpu() - b[k].double().cpu()).abs().max().item() for k in names)
+
+
+def check_parity(rank, world, params, what):
+    """tpu params after distributed training vs single-process CPU training. The bound comes from
+    CPU's own float32 distance to the float64 run (a float32 computation in another order may be
+    that far off again; it is also held to 1e-5 absolute)."""
+    ref32 = train_single(world, torch.float32)
+    ref64 = train_single(world, torch.float64)
+    names = list(params.keys())
+    cpu_err = max_distance(ref32, ref64, names)
+    tpu_err = max_distance(params, ref64, names)
+    to_cpu32 = max_distance(params, ref32, names)
+    bound = 2 * cpu_err + 1e-7
+    print(f"rank {rank}: {what}: |tpu-cpu64| {tpu_err:.3g}, |cpu32-cpu64| {cpu_err:.3g}, |tpu-cpu32| {to_cpu32:.3g}")
+    assert tpu_err <= bound and to_cpu32 <= 1e-5, f"{what}: {tpu_err} > {bound} or {to_cpu32} > 1e-5"
+
+
+def local_batch(t, rank):
+    return t[rank * MICRO:(rank + 1) * MICRO]
+
+
+@scenario
+def ddp(rank, world, init_method):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dev = init(rank, world, init_method, backend="tpu_dist")
+    model, data = gpt_and_data(world)
+    model.unused = torch.nn.Linear(3, 3)  # never used in forward: find_unused_parameters
+    model = model.to(dev)
+    # Small buckets (several allreduces per step), gradients as views of the buckets.
+    ddp_model = DDP(model, bucket_cap_mb=0.02, find_unused_parameters=True, gradient_as_bucket_view=True)
+    opt = torch.optim.SGD([p for n, p in model.named_parameters() if not n.startswith("unused")],
+                          lr=0.1, momentum=0.9)
+    for micro in data:
+        opt.zero_grad()
+        (x0, y0), (x1, y1) = micro
+        with ddp_model.no_sync():  # accumulate locally, sync on the second micro-batch
+            _, loss = ddp_model(local_batch(x0, rank).to(dev), local_batch(y0, rank).to(dev))
+            (loss / 2).backward()
+        _, loss = ddp_model(local_batch(x1, rank).to(dev), local_batch(y1, rank).to(dev))
+        (loss / 2).backward()
+        opt.step()
+    params = {k: v.detach() for k, v in model.named_parameters() if not k.startswith("unused")}
+    check_parity(rank, world, params, "DDP")
+    dist.destroy_process_group()
+    print(f"rank {rank}: ddp ok")
+
+
+def train_fsdp(rank, world, dev, mesh, mp_policy=None, steps=STEPS):
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+    model, data = gpt_and_data(world)
+    model = model.to(dev)
+    kw = {"mesh": mesh} if mp_policy is None else {"mesh": mesh, "mp_policy": mp_policy}
+    for i, block in enumerate(model.blocks):
+        fully_shard(block, reshard_after_forward=(i % 2 == 0), **kw)
+    fully_shard(model, reshard_after_forward=False, **kw)
+    assert all(isinstance(p, DTensor) for p in model.parameters())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for micro in data[:steps]:
+        opt.zero_grad()
+        for x, y in micro:
+            _, loss = model(local_batch(x, rank).to(dev), local_batch(y, rank).to(dev))
+            (loss / len(micro)).backward()
+        opt.step()
+    return {k: v.full_tensor().detach() for k, v in model.named_parameters()}
+
+
+@scenario
+def fsdp(rank, world, init_method):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    dev = init(rank, world, init_method)
+    tpu_mesh = init_device_mesh("tpu", (world,))
+    check_parity(rank, world, train_fsdp(rank, world, dev, tpu_mesh), "FSDP2")
+    # bfloat16 compute, float32 master weights and gradient reduction: as close to the float32
+    # single-process run as the same FSDP2 run on CPU tensors over gloo is.
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    steps = 3
+    tpu = train_fsdp(rank, world, dev, tpu_mesh, policy, steps)
+    cpu = train_fsdp(rank, world, torch.device("cpu"), init_device_mesh("cpu", (world,)), policy, steps)
+    model, data = gpt_and_data(world)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for micro in data[:steps]:
+        opt.zero_grad()
+        for x, y in micro:
+            _, loss = model(x, y)
+            (loss / len(micro)).backward()
+        opt.step()
+    ref = {k: v.detach() for k, v in model.named_parameters()}
+    tpu_err, cpu_err = max_distance(tpu, ref), max_distance(cpu, ref)
+    print(f"rank {rank}: FSDP2 bf16: |tpu-fp32| {tpu_err:.3g}, |cpu(gloo)-fp32| {cpu_err:.3g}")
+    assert tpu_err <= 2 * cpu_err, f"FSDP2 bf16: {tpu_err} > 2 * {cpu_err}"
+    dist.destroy_process_group()
+    print(f"rank {rank}: fsdp ok")
+
+
+# --- DTensor, tensor parallelism, distributed checkpoint ----------------------------------------
+def close(tpu, cpu, what):
+    assert tpu.device.type == "tpu", f"{what}: on {tpu.device}"
+    torch.testing.assert_close(tpu.cpu(), cpu, msg=lambda m: f"{what}: {m}")
+
+
+@scenario
+def dtensor(rank, world, init_method):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    import torch.distributed.checkpoint as dcp
+    dev = init(rank, world, init_method, backend="tpu_dist")
+    # 1-D mesh over every rank: sharding, ops, redistribution (all_gather, all_to_all, all_reduce).
+    mesh = init_device_mesh("tpu", (world,))
+    assert mesh.device_type == "tpu"
+    a, b = torch.randn(8, 12, generator=torch.Generator().manual_seed(1)), torch.randn(12, 4)
+    b = torch.randn(12, 4, generator=torch.Generator().manual_seed(2))
+    da, db = distribute_tensor(a, mesh, [Shard(0)]), distribute_tensor(b, mesh, [Replicate()])
+    assert da.to_local().device.type == "tpu" and da.to_local().shape == (8 // world, 12)
+    close(da.full_tensor(), a, "Shard(0).full_tensor")
+    close((da @ db).full_tensor(), a @ b, "sharded matmul")
+    close((da * 2 + 1).sum().full_tensor(), (a * 2 + 1).sum(), "pointwise + sum")
+    close(da.redistribute(mesh, [Shard(1)]).full_tensor(), a, "Shard(0) -> Shard(1)")
+    close(da.redistribute(mesh, [Replicate()]).to_local(), a, "Shard(0) -> Replicate")
+    partial = DTensor.from_local(torch.full((3,), float(rank + 1), device=dev), mesh, [Partial()])
+    close(partial.redistribute(mesh, [Replicate()]).to_local(), torch.full((3,), world * (world + 1) / 2),
+          "Partial -> Replicate")
+    # 2-D mesh (dp x tp): Colwise then Rowwise parallel MLP on the tp dimension, forward and backward.
+    mesh2 = init_device_mesh("tpu", (2, world // 2), mesh_dim_names=("dp", "tp"))
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6))
+    tp = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 6))
+    tp.load_state_dict(ref.state_dict())
+    tp = parallelize_module(tp.to(dev), mesh2["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(10 + mesh2.get_coordinate()[0]))
+    out_ref = ref(x)
+    out_ref.sum().backward()
+    out = tp(x.to(dev))
+    out.sum().backward()
+    close(out, out_ref.detach(), "tp forward")
+    for (name, p), (_, q) in zip(tp.named_parameters(), ref.named_parameters()):
+        close(p.grad.full_tensor(), q.grad, f"tp grad {name}")
+    # Distributed checkpoint: save the sharded state, load it into a model with other values.
+    folder = os.path.join(os.path.dirname(init_method[len("file://"):]), "dcp")
+    state = {"model": tp.state_dict()}
+    dcp.save(state, checkpoint_id=folder)
+    other = parallelize_module(torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(),
+                                                   torch.nn.Linear(8, 6)).to(dev),
+                               mesh2["tp"], {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    loaded = {"model": other.state_dict()}
+    dcp.load(loaded, checkpoint_id=folder)
+    other.load_state_dict(loaded["model"])
+    for (name, p), (_, q) in zip(other.named_parameters(), ref.named_parameters()):
+        assert isinstance(p, DTensor) and p.to_local().device.type == "tpu"
+        close(p.full_tensor(), q.detach(), f"checkpoint round trip {name}")
+    dist.destroy_process_group()
+    print(f"rank {rank}: dtensor ok")
+
+
 # --- MPMD and mismatched collectives ---------------------------------------------------------
 def expect_error(fn, *needles):
     try:
