@@ -15,8 +15,8 @@ WORKER = os.path.join(HERE, "dist_worker.py")
 
 
 def skip_unless_full(mode):
-    """The heaviest multiprocess tests run in strict mode under `make test` (this 2-core machine
-    keeps the whole distributed suite near two minutes) and in every mode under `make test-dist`
+    """The heaviest multiprocess tests run in strict mode under `make test` (the distributed suite
+    then takes ~2 minutes on a loaded 2-core machine) and in every mode under `make test-dist`
     (TORCH_TPU_DIST_ALL_MODES=1)."""
     import pytest
     if mode != "strict" and os.environ.get("TORCH_TPU_DIST_ALL_MODES", "0") in ("", "0"):

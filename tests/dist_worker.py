@@ -483,6 +483,28 @@ def mpmd(rank, world, init_method):
     print(f"rank {rank}: mpmd ok")
 
 
+# --- multi-host: torchrun node groups over a TCPStore ---------------------------------------------
+@scenario
+def multinode(rank, world, init_method):
+    """Run by torchrun (RANK, WORLD_SIZE, LOCAL_RANK, GROUP_RANK from its agent; env:// = TCPStore)."""
+    local = int(os.environ["LOCAL_RANK"])
+    node = int(os.environ["GROUP_RANK"])
+    torch.tpu.set_device(local % torch.tpu.device_count())
+    dist.init_process_group("tpu_dist", init_method=init_method, timeout=datetime.timedelta(seconds=60))
+    assert dist.get_rank() == rank and dist.get_world_size() == world
+    dev = torch.device("tpu", torch.tpu.current_device())
+    x = torch.full((4,), float(rank + 1), device=dev)
+    dist.all_reduce(x)
+    assert x.cpu().tolist() == [world * (world + 1) / 2] * 4, x.cpu()
+    nodes = torch.empty(world, dtype=torch.int64, device=dev)
+    dist.all_gather_into_tensor(nodes, torch.tensor([node], device=dev))
+    assert len(set(nodes.cpu().tolist())) == int(os.environ["GROUP_WORLD_SIZE"]) > 1, nodes.cpu()
+    dist.destroy_process_group()
+    print(f"rank {rank} (node {node}): multinode ok")
+
+
 if __name__ == "__main__":
     name, rank, world, init_method, *args = sys.argv[1:]
+    if rank == "env":  # launched by torchrun
+        rank, world = os.environ["RANK"], os.environ["WORLD_SIZE"]
     SCENARIOS[name](int(rank), int(world), init_method, *args)
