@@ -185,6 +185,28 @@ def collectives(rank, world, init_method):
         for c in cs:
             dist.all_reduce(c)
     same(ts, cs, "coalesced all_reduce")
+    # coalesced all_gather_into_tensor / reduce_scatter_tensor (the *_coalesced backend calls FSDP
+    # and DTensor reach) and the list form all_gather_coalesced
+    xs = [values(rank, (2, 3), torch.float32, salt=i) for i in range(2)]
+    def gather_scatter(device, manager):
+        ins = [x.to(device) for x in xs]
+        gathered = [torch.empty(world * 2, 3, device=device) for _ in xs]
+        with manager():
+            for o, i in zip(gathered, ins):
+                dist.all_gather_into_tensor(o, i)
+        big = [torch.cat([x] * world).to(device) for x in xs]
+        reduced = [torch.empty(2, 3, device=device) for _ in xs]
+        with manager():
+            for o, i in zip(reduced, big):
+                dist.reduce_scatter_tensor(o, i)
+        return gathered + reduced
+    same(gather_scatter(dev, lambda: dist._coalescing_manager(device=dev)),
+         gather_scatter(torch.device("cpu"), dist._coalescing_manager), "coalesced all_gather/reduce_scatter")
+    outs_t = [[torch.empty(2, 3, device=dev) for _ in xs] for _ in range(world)]
+    dist.all_gather_coalesced(outs_t, [x.to(dev) for x in xs])
+    same([t for per_rank in outs_t for t in per_rank], [values(r, (2, 3), torch.float32, salt=i)
+                                                       for r in range(world) for i in range(2)],
+         "all_gather_coalesced")
     # async work and futures
     x = values(rank, (8,), torch.float32)
     t, c = x.to(dev), x.clone()

@@ -1,27 +1,44 @@
-// Moving collective buffers between tpu and host memory for the host transport: one download per
-// tensor (or one per coalesced group), results written back with one upload each.
+// Moving collective buffers between tpu and host memory for the host transport.
+//
+// A tpu tensor that covers its storage is downloaded straight into a reused host buffer (one
+// device-to-host copy, no fresh pages to fault in) and its result uploaded straight back into its
+// storage (one host-to-device copy). Other views go through one device-side copy first.
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include <mutex>
 #include <vector>
 
 namespace tpu::distributed {
 
-// A dense CPU tensor holding t's values (t itself, made contiguous, when it is already on the CPU).
-at::Tensor toHost(const at::Tensor& t);
+class HostStaging {
+ public:
+  // A dense CPU tensor holding t's values (t itself, made contiguous, when it is already on the CPU).
+  at::Tensor toHost(const at::Tensor& t);
+  // An uninitialised dense CPU tensor shaped like t, for outputs the transport fills (t itself
+  // when t is a dense CPU tensor).
+  at::Tensor hostLike(const at::Tensor& t);
+  // Many tensors of one dtype as one flat CPU buffer: concatenated on the device first, so the
+  // host sees a single download.
+  at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
 
-// An uninitialised dense CPU tensor shaped like t (for outputs the transport fills).
-at::Tensor hostLike(const at::Tensor& t);
+  // Writes a host result back into t (a no-op when host is t).
+  static void writeBack(const at::Tensor& t, const at::Tensor& host);
+  // Writes consecutive pieces of `flat` back into `tensors`.
+  static void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
 
-// Writes a host result back into t (a no-op when host is t).
-void writeBack(const at::Tensor& t, const at::Tensor& host);
+  // Host bytes kept for reuse.
+  size_t pooledBytes();
 
-// Many tensors of one dtype as one flat CPU buffer: concatenated on the device first, so the
-// host sees a single download.
-at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
-// Writes consecutive pieces of `flat` back into `tensors`.
-void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
+ private:
+  at::Tensor buffer(at::IntArrayRef sizes, at::ScalarType dtype);
+
+  std::mutex mutex_;
+  std::vector<c10::Storage> pool_;  // reusable when nothing but the pool holds them
+  static constexpr size_t kMaxPooled = 8;
+  static constexpr size_t kMaxPooledBytes = size_t(1) << 30;
+};
 
 bool sameDtype(const std::vector<at::Tensor>& tensors);
 

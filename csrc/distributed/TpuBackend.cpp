@@ -22,7 +22,7 @@ class DeferredWork : public c10d::Work {
     if (!done_) {
       try {
         host_->wait(timeout);
-        for (size_t i = 0; i < device_.size(); ++i) writeBack(device_[i], staged_[i]);
+        for (size_t i = 0; i < device_.size(); ++i) HostStaging::writeBack(device_[i], staged_[i]);
       } catch (...) {
         future_->setErrorIfNeeded(std::current_exception());
         throw;
@@ -108,19 +108,29 @@ void TpuBackend::await(const c10::intrusive_ptr<c10d::Work>& work, CollectiveOp 
   }
 }
 
-void TpuBackend::check(CollectiveOp op, const std::vector<at::Tensor>& tensors, bool shapes, int64_t extra,
-                       const char* extraName) {
+TpuBackend::PendingCheck TpuBackend::beginCheck(CollectiveOp op, const std::vector<at::Tensor>& tensors, bool shapes,
+                                                int64_t extra, const char* extraName) {
   ensureUsable(collectiveName(op));
+  PendingCheck pending;
+  pending.op = op;
   ++seq_;
-  if (!config_.checkCollectives || getSize() == 1) return;
+  if (!config_.checkCollectives || getSize() == 1) return pending;
+  // Issued before the inputs are staged, so the exchange overlaps the download.
   auto mine = Fingerprint::make(op, seq_, tensors, shapes, extra, extraName);
-  auto local = at::from_blob(mine.words.data(), {Fingerprint::kWords}, at::kLong).clone();
-  auto all = at::empty({getSize() * Fingerprint::kWords}, at::kLong);
-  await(host_->_allgather_base(all, local, c10d::AllgatherOptions()), op);
+  pending.local = at::from_blob(mine.words.data(), {Fingerprint::kWords}, at::kLong).clone();
+  pending.all = at::empty({getSize() * Fingerprint::kWords}, at::kLong);
+  pending.work = host_->_allgather_base(pending.all, pending.local, c10d::AllgatherOptions());
+  return pending;
+}
+
+void TpuBackend::endCheck(PendingCheck& pending) {
+  if (!pending.work) return;
+  await(pending.work, pending.op);
+  pending.work.reset();
   std::vector<Fingerprint> rows(getSize());
-  const int64_t* p = all.data_ptr<int64_t>();
-  for (int r = 0; r < getSize(); ++r) std::copy(p + r * Fingerprint::kWords, p + (r + 1) * Fingerprint::kWords,
-                                                 rows[r].words.begin());
+  const int64_t* p = pending.all.data_ptr<int64_t>();
+  for (int r = 0; r < getSize(); ++r)
+    std::copy(p + r * Fingerprint::kWords, p + (r + 1) * Fingerprint::kWords, rows[r].words.begin());
   auto msg = mismatchMessage(rows, config_.groupName);
   TORCH_CHECK(msg.empty(), msg);
 }
@@ -137,9 +147,9 @@ at::Tensor TpuBackend::scaledForPremulSum(const at::Tensor& host, const c10d::Re
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllReduce, tensors, true, reduceOpWord(opts.reduceOp), "op");
+  auto fingerprint = beginCheck(CollectiveOp::AllReduce, tensors, true, reduceOpWord(opts.reduceOp), "op");
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(toHost(t));
+  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
   c10d::AllreduceOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
     for (auto& h : host) {
@@ -148,18 +158,19 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
     }
     hostOpts.reduceOp = c10d::ReduceOp::SUM;
   }
+  endCheck(fingerprint);
   await(host_->allreduce(host, hostOpts), CollectiveOp::AllReduce);
-  for (size_t i = 0; i < tensors.size(); ++i) writeBack(tensors[i], host[i]);
+  for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceCoalescedOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllReduceCoalesced, tensors, true, reduceOpWord(opts.reduceOp), "op");
+  auto fingerprint = beginCheck(CollectiveOp::AllReduceCoalesced, tensors, true, reduceOpWord(opts.reduceOp), "op");
   if (tensors.empty()) return completedWork({});
   // One flat host buffer per dtype run keeps it to one transport call for the common case.
-  std::vector<at::Tensor> flat{flattenToHost(tensors)};
+  std::vector<at::Tensor> flat{staging_.flattenToHost(tensors)};
   c10d::AllreduceOptions hostOpts;
   hostOpts.reduceOp = opts.reduceOp;
   hostOpts.timeout = opts.timeout;
@@ -167,28 +178,30 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::T
     scaledForPremulSum(flat[0], opts.reduceOp);
     hostOpts.reduceOp = c10d::ReduceOp::SUM;
   }
+  endCheck(fingerprint);
   await(host_->allreduce(flat, hostOpts), CollectiveOp::AllReduceCoalesced);
-  unflattenInto(tensors, flat[0]);
+  HostStaging::unflattenInto(tensors, flat[0]);
   return completedWork(tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                      const c10d::BroadcastOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::Broadcast, tensors, true, opts.rootRank, "root");
+  auto fingerprint = beginCheck(CollectiveOp::Broadcast, tensors, true, opts.rootRank, "root");
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(getRank() == opts.rootRank ? toHost(t) : hostLike(t));
+  for (const auto& t : tensors) host.push_back(getRank() == opts.rootRank ? staging_.toHost(t) : staging_.hostLike(t));
+  endCheck(fingerprint);
   await(host_->broadcast(host, opts), CollectiveOp::Broadcast);
   if (getRank() != opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) writeBack(tensors[i], host[i]);
+    for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::Reduce, tensors, true, opts.rootRank * 16 + reduceOpWord(opts.reduceOp), "op+root");
+  auto fingerprint = beginCheck(CollectiveOp::Reduce, tensors, true, opts.rootRank * 16 + reduceOpWord(opts.reduceOp), "op+root");
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(toHost(t));
+  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
   c10d::ReduceOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
     for (size_t i = 0; i < host.size(); ++i) {
@@ -197,9 +210,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
     }
     hostOpts.reduceOp = c10d::ReduceOp::SUM;
   }
+  endCheck(fingerprint);
   await(host_->reduce(host, hostOpts), CollectiveOp::Reduce);
   if (getRank() == opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) writeBack(tensors[i], host[i]);
+    for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
@@ -207,17 +221,18 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllGather, inputs);
+  auto fingerprint = beginCheck(CollectiveOp::AllGather, inputs);
   std::vector<at::Tensor> hostIn;
-  for (const auto& t : inputs) hostIn.push_back(toHost(t));
+  for (const auto& t : inputs) hostIn.push_back(staging_.toHost(t));
   std::vector<std::vector<at::Tensor>> hostOut(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i)
-    for (const auto& t : outputs[i]) hostOut[i].push_back(hostLike(t));
+    for (const auto& t : outputs[i]) hostOut[i].push_back(staging_.hostLike(t));
+  endCheck(fingerprint);
   await(host_->allgather(hostOut, hostIn, opts), CollectiveOp::AllGather);
   std::vector<at::Tensor> flat;
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t j = 0; j < outputs[i].size(); ++j) {
-      writeBack(outputs[i][j], hostOut[i][j]);
+      HostStaging::writeBack(outputs[i][j], hostOut[i][j]);
       flat.push_back(outputs[i][j]);
     }
   return completedWork(flat);
@@ -226,11 +241,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
 c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                            const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllGatherIntoTensor, {input, output});
-  auto hostIn = toHost(input);
-  auto hostOut = hostLike(output);
+  auto fingerprint = beginCheck(CollectiveOp::AllGatherIntoTensor, {input, output});
+  auto hostIn = staging_.toHost(input);
+  auto hostOut = staging_.hostLike(output);
+  endCheck(fingerprint);
   await(host_->_allgather_base(hostOut, hostIn, opts), CollectiveOp::AllGatherIntoTensor);
-  writeBack(output, hostOut);
+  HostStaging::writeBack(output, hostOut);
   return completedWork({output});
 }
 
@@ -238,16 +254,17 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllGatherCoalesced, inputs);
+  auto fingerprint = beginCheck(CollectiveOp::AllGatherCoalesced, inputs);
   // outputs[r][i] is input i of rank r. One flat all-gather of the concatenated inputs.
   if (inputs.empty()) return completedWork({});
   TORCH_CHECK(sameDtype(inputs), "tpu_dist: all_gather_coalesced needs inputs of one dtype");
-  auto flatIn = flattenToHost(inputs);
+  auto flatIn = staging_.flattenToHost(inputs);
   auto flatOut = at::empty({flatIn.numel() * getSize()}, flatIn.options());
+  endCheck(fingerprint);
   await(host_->_allgather_base(flatOut, flatIn, opts), CollectiveOp::AllGatherCoalesced);
   std::vector<at::Tensor> all;
   for (size_t r = 0; r < outputs.size(); ++r) {
-    unflattenInto(outputs[r], flatOut.narrow(0, r * flatIn.numel(), flatIn.numel()));
+    HostStaging::unflattenInto(outputs[r], flatOut.narrow(0, r * flatIn.numel(), flatIn.numel()));
     all.insert(all.end(), outputs[r].begin(), outputs[r].end());
   }
   return completedWork(all);
@@ -257,12 +274,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::
                                                                            std::vector<at::Tensor>& inputs,
                                                                            const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllGatherCoalesced, inputs);
+  auto fingerprint = beginCheck(CollectiveOp::AllGatherCoalesced, inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto hostIn = toHost(inputs[i]);
-    auto hostOut = hostLike(outputs[i]);
-    await(host_->_allgather_base(hostOut, hostIn, opts), CollectiveOp::AllGatherCoalesced);
-    writeBack(outputs[i], hostOut);
+    auto hostIn = staging_.toHost(inputs[i]);
+    auto hostOut = staging_.hostLike(outputs[i]);
+    endCheck(fingerprint);
+  await(host_->_allgather_base(hostOut, hostIn, opts), CollectiveOp::AllGatherCoalesced);
+    HostStaging::writeBack(outputs[i], hostOut);
   }
   return completedWork(outputs);
 }
@@ -270,17 +288,18 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::
 c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::Gather, inputs, true, opts.rootRank, "root");
+  auto fingerprint = beginCheck(CollectiveOp::Gather, inputs, true, opts.rootRank, "root");
   std::vector<at::Tensor> hostIn;
-  for (const auto& t : inputs) hostIn.push_back(toHost(t));
+  for (const auto& t : inputs) hostIn.push_back(staging_.toHost(t));
   std::vector<std::vector<at::Tensor>> hostOut(outputs.size());
   for (size_t i = 0; i < outputs.size(); ++i)
-    for (const auto& t : outputs[i]) hostOut[i].push_back(hostLike(t));
+    for (const auto& t : outputs[i]) hostOut[i].push_back(staging_.hostLike(t));
+  endCheck(fingerprint);
   await(host_->gather(hostOut, hostIn, opts), CollectiveOp::Gather);
   std::vector<at::Tensor> flat;
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t j = 0; j < outputs[i].size(); ++j) {
-      writeBack(outputs[i][j], hostOut[i][j]);
+      HostStaging::writeBack(outputs[i][j], hostOut[i][j]);
       flat.push_back(outputs[i][j]);
     }
   return completedWork(flat);
@@ -290,14 +309,15 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    std::vector<std::vector<at::Tensor>>& inputs,
                                                    const c10d::ScatterOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::Scatter, outputs, true, opts.rootRank, "root");
+  auto fingerprint = beginCheck(CollectiveOp::Scatter, outputs, true, opts.rootRank, "root");
   std::vector<std::vector<at::Tensor>> hostIn(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
-    for (const auto& t : inputs[i]) hostIn[i].push_back(toHost(t));
+    for (const auto& t : inputs[i]) hostIn[i].push_back(staging_.toHost(t));
   std::vector<at::Tensor> hostOut;
-  for (const auto& t : outputs) hostOut.push_back(hostLike(t));
+  for (const auto& t : outputs) hostOut.push_back(staging_.hostLike(t));
+  endCheck(fingerprint);
   await(host_->scatter(hostOut, hostIn, opts), CollectiveOp::Scatter);
-  for (size_t i = 0; i < outputs.size(); ++i) writeBack(outputs[i], hostOut[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) HostStaging::writeBack(outputs[i], hostOut[i]);
   return completedWork(outputs);
 }
 
@@ -305,11 +325,11 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
                                                           std::vector<std::vector<at::Tensor>>& inputs,
                                                           const c10d::ReduceScatterOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::ReduceScatter, outputs, true, reduceOpWord(opts.reduceOp), "op");
+  auto fingerprint = beginCheck(CollectiveOp::ReduceScatter, outputs, true, reduceOpWord(opts.reduceOp), "op");
   std::vector<std::vector<at::Tensor>> hostIn(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i)
     for (const auto& t : inputs[i]) {
-      auto h = toHost(t);
+      auto h = staging_.toHost(t);
       if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
         if (h.is_same(t)) h = h.clone();
         scaledForPremulSum(h, opts.reduceOp);
@@ -317,28 +337,30 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
       hostIn[i].push_back(h);
     }
   std::vector<at::Tensor> hostOut;
-  for (const auto& t : outputs) hostOut.push_back(hostLike(t));
+  for (const auto& t : outputs) hostOut.push_back(staging_.hostLike(t));
   c10d::ReduceScatterOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) hostOpts.reduceOp = c10d::ReduceOp::SUM;
+  endCheck(fingerprint);
   await(host_->reduce_scatter(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatter);
-  for (size_t i = 0; i < outputs.size(); ++i) writeBack(outputs[i], hostOut[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) HostStaging::writeBack(outputs[i], hostOut[i]);
   return completedWork(outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                 const c10d::ReduceScatterOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::ReduceScatterTensor, {output, input}, true, reduceOpWord(opts.reduceOp), "op");
-  auto hostIn = toHost(input);
+  auto fingerprint = beginCheck(CollectiveOp::ReduceScatterTensor, {output, input}, true, reduceOpWord(opts.reduceOp), "op");
+  auto hostIn = staging_.toHost(input);
   c10d::ReduceScatterOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
     if (hostIn.is_same(input)) hostIn = hostIn.clone();
     scaledForPremulSum(hostIn, opts.reduceOp);
     hostOpts.reduceOp = c10d::ReduceOp::SUM;
   }
-  auto hostOut = hostLike(output);
+  auto hostOut = staging_.hostLike(output);
+  endCheck(fingerprint);
   await(host_->_reduce_scatter_base(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatterTensor);
-  writeBack(output, hostOut);
+  HostStaging::writeBack(output, hostOut);
   return completedWork({output});
 }
 
@@ -346,18 +368,19 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::
                                                                            std::vector<at::Tensor>& inputs,
                                                                            const c10d::ReduceScatterOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::ReduceScatterCoalesced, inputs, true, reduceOpWord(opts.reduceOp), "op");
+  auto fingerprint = beginCheck(CollectiveOp::ReduceScatterCoalesced, inputs, true, reduceOpWord(opts.reduceOp), "op");
   c10d::ReduceScatterOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) hostOpts.reduceOp = c10d::ReduceOp::SUM;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto hostIn = toHost(inputs[i]);
+    auto hostIn = staging_.toHost(inputs[i]);
     if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
       if (hostIn.is_same(inputs[i])) hostIn = hostIn.clone();
       scaledForPremulSum(hostIn, opts.reduceOp);
     }
-    auto hostOut = hostLike(outputs[i]);
-    await(host_->_reduce_scatter_base(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatterCoalesced);
-    writeBack(outputs[i], hostOut);
+    auto hostOut = staging_.hostLike(outputs[i]);
+    endCheck(fingerprint);
+  await(host_->_reduce_scatter_base(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatterCoalesced);
+    HostStaging::writeBack(outputs[i], hostOut);
   }
   return completedWork(outputs);
 }
@@ -368,18 +391,19 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
                                                          const c10d::AllToAllOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   // Uneven splits make shapes differ between ranks legitimately: only the dtype must agree.
-  check(CollectiveOp::AllToAllSingle, {input}, /*shapes=*/false);
-  auto hostIn = toHost(input);
-  auto hostOut = hostLike(output);
+  auto fingerprint = beginCheck(CollectiveOp::AllToAllSingle, {input}, /*shapes=*/false);
+  auto hostIn = staging_.toHost(input);
+  auto hostOut = staging_.hostLike(output);
+  endCheck(fingerprint);
   await(host_->alltoall_base(hostOut, hostIn, outputSplits, inputSplits, opts), CollectiveOp::AllToAllSingle);
-  writeBack(output, hostOut);
+  HostStaging::writeBack(output, hostOut);
   return completedWork({output});
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                     const c10d::AllToAllOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::AllToAll, inputs, /*shapes=*/false);
+  auto fingerprint = beginCheck(CollectiveOp::AllToAll, inputs, /*shapes=*/false);
   TORCH_CHECK(sameDtype(inputs) && sameDtype(outputs) && !inputs.empty() && !outputs.empty() &&
                   inputs[0].scalar_type() == outputs[0].scalar_type(),
               "tpu_dist: all_to_all needs input and output tensors of one dtype");
@@ -388,12 +412,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
   std::vector<int64_t> inSplits, outSplits;
   for (const auto& t : inputs) inSplits.push_back(t.numel());
   for (const auto& t : outputs) outSplits.push_back(t.numel());
-  auto flatIn = flattenToHost(inputs);
+  auto flatIn = staging_.flattenToHost(inputs);
   int64_t outNumel = 0;
   for (auto n : outSplits) outNumel += n;
   auto flatOut = at::empty({outNumel}, flatIn.options());
+  endCheck(fingerprint);
   await(host_->alltoall_base(flatOut, flatIn, outSplits, inSplits, opts), CollectiveOp::AllToAll);
-  unflattenInto(outputs, flatOut);
+  HostStaging::unflattenInto(outputs, flatOut);
   return completedWork(outputs);
 }
 
@@ -403,7 +428,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
   // Not waited for: a send must not block until the peer posts its receive (batch_isend_irecv).
   // The host work keeps the staged copy alive.
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(toHost(t));
+  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
   auto work = host_->send(host, dstRank, tag);
   if (coalescing_) coalesced_.push_back(work);
   return work;
@@ -413,7 +438,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   ensureUsable("recv");
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(hostLike(t));
+  for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
   c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<DeferredWork>(host_->recv(host, srcRank, tag), tensors, host);
   if (coalescing_) coalesced_.push_back(work);
   return work;
@@ -423,13 +448,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   ensureUsable("recv");
   std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(hostLike(t));
+  for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
   return c10::make_intrusive<DeferredWork>(host_->recvAnysource(host, tag), tensors, host);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  check(CollectiveOp::Barrier, {});
+  auto fingerprint = beginCheck(CollectiveOp::Barrier, {});
+  endCheck(fingerprint);
   await(host_->barrier(opts), CollectiveOp::Barrier);
   return completedWork({});
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "csrc/distributed/Fingerprint.h"
+#include "csrc/distributed/HostStaging.h"
 
 namespace tpu::distributed {
 
@@ -90,17 +91,26 @@ class TpuBackend : public c10d::Backend {
   void setCheckCollectives(bool on) { config_.checkCollectives = on; }
   // Statistics for tests and benchmarks: collectives run, fingerprint exchanges.
   uint64_t collectiveCount() const { return seq_; }
+  size_t pooledHostBytes() { return staging_.pooledBytes(); }
 
  private:
-  // Exchanges this collective's fingerprint; raises on every rank when the ranks disagree.
-  void check(CollectiveOp op, const std::vector<at::Tensor>& tensors, bool shapes = true, int64_t extra = -1,
-             const char* extraName = nullptr);
+  // The fingerprint exchange: begin issues it (asynchronously), end waits and raises on every
+  // rank when the ranks disagree. Every collective calls both before its data moves.
+  struct PendingCheck {
+    CollectiveOp op{};
+    c10::intrusive_ptr<c10d::Work> work;
+    at::Tensor local, all;
+  };
+  PendingCheck beginCheck(CollectiveOp op, const std::vector<at::Tensor>& tensors, bool shapes = true,
+                          int64_t extra = -1, const char* extraName = nullptr);
+  void endCheck(PendingCheck& pending);
   // Waits for a host transport work item; a failure (timeout, peer gone) names the collective.
   void await(const c10::intrusive_ptr<c10d::Work>& work, CollectiveOp op);
   void ensureUsable(const char* what) const;
   at::Tensor scaledForPremulSum(const at::Tensor& host, const c10d::ReduceOp& op) const;
 
   c10::intrusive_ptr<c10d::Backend> host_;
+  HostStaging staging_;
   Config config_;
   std::recursive_mutex mutex_;  // one collective at a time: sequence numbers must agree
   uint64_t seq_ = 0;
