@@ -487,6 +487,12 @@ def mpmd(rank, world, init_method):
     t = torch.full((2,), float(rank), device=dev)
     dist.all_reduce(t)
     assert t.cpu().tolist() == [float(sum(range(world)))] * 2
+    # abort(): later collectives on that group raise instead of running.
+    import torch_tpu.distributed as tpu_dist
+    aborted = dist.new_group()
+    dist.all_reduce(torch.ones(1, device=dev), group=aborted)
+    tpu_dist.backend_of(aborted).abort()
+    expect_error(lambda: dist.all_reduce(torch.ones(1, device=dev), group=aborted), "after abort()")
     # A rank that never issues the collective: the others get an error within the group's timeout.
     short = dist.new_group(timeout=datetime.timedelta(seconds=3))
     if rank == 0:
