@@ -249,6 +249,29 @@ def default_backend(rank, world, init_method):
     print(f"rank {rank}: default backend ok")
 
 
+@scenario
+def compiled(rank, world, init_method):
+    """Functional collectives inside torch.compile(backend="tpu") graphs, against eager on CPU/gloo."""
+    import torch.distributed._functional_collectives as funcol
+    dev = init(rank, world, init_method)
+    group = dist.group.WORLD
+
+    def step(x, w):
+        y = torch.tanh(x @ w)
+        y = funcol.all_reduce(y, "sum", group)
+        z = funcol.all_gather_tensor(y * 2, 0, group)
+        return z.sum(0) + 1
+
+    x, w = values(rank, (4, 3), torch.float32), values(0, (3, 5), torch.float32, salt=7)
+    ref = step(x, w)
+    compiled_step = torch.compile(step, backend="tpu")
+    for _ in range(2):  # traced, then replayed
+        out = compiled_step(x.to(dev), w.to(dev))
+        close(out, ref, "compiled step with functional collectives")
+    dist.destroy_process_group()
+    print(f"rank {rank}: compiled ok")
+
+
 # --- DDP and FSDP2 training against single-process training -----------------------------------
 STEPS, MICRO, D_MODEL, SEQ = 10, 4, 32, 16  # MICRO: samples per rank and micro-batch
 

@@ -23,3 +23,11 @@ def test_mpmd_and_mismatched_collectives(mode, tmp_path):
     out = dist_harness.launch("mpmd", 2, mode, tmp_path)
     assert all("mpmd ok" in o for o in out)
     assert "missing collective raised after" in out[0]
+
+
+def test_functional_collectives_in_compiled_graph(mode, tmp_path):
+    # funcol.all_reduce / all_gather_tensor inside torch.compile(backend="tpu") against eager CPU/gloo;
+    # the collective reads its input on the host, so the graph runs as two programs around it.
+    dist_harness.skip_unless_full(mode)
+    out = dist_harness.launch("compiled", 2, mode, tmp_path)
+    assert all("compiled ok" in o for o in out)
