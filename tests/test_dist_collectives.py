@@ -28,6 +28,7 @@ def test_mpmd_and_mismatched_collectives(mode, tmp_path):
 def test_functional_collectives_in_compiled_graph(mode, tmp_path):
     # funcol.all_reduce / all_gather_tensor inside torch.compile(backend="tpu") against eager CPU/gloo;
     # the collective reads its input on the host, so the graph runs as two programs around it.
+    # torch.compile is one graph runner whatever the eager mode; under make test strict only.
     dist_harness.skip_unless_full(mode)
     out = dist_harness.launch("compiled", 2, mode, tmp_path)
     assert all("compiled ok" in o for o in out)
