@@ -506,6 +506,17 @@ def mpmd(rank, world, init_method):
     expect_error(lambda: dist.all_gather_into_tensor(torch.empty(2 * world, dtype=dtype, device=dev),
                                                      torch.ones(2, dtype=dtype, device=dev)),
                  "all_gather_into_tensor", "Float", "Long")
+    # Bad input fails on the calling rank alone, before any exchange with the peers.
+    # (torch's Python layer checks most arguments itself; the ProcessGroup call reaches tpu_dist directly.)
+    try:
+        if rank == 0:
+            dist.group.WORLD.allreduce_coalesced([torch.ones(2, device=dev), torch.ones(2, dtype=torch.int64, device=dev)],
+                                                 dist.AllreduceCoalescedOptions())
+    except TypeError as e:
+        assert "all_reduce_coalesced" in str(e) and "dtype" in str(e), e
+    else:
+        if rank == 0:
+            raise AssertionError("all_reduce_coalesced with mixed dtypes did not raise TypeError")
     # After a reported mismatch the group still works.
     t = torch.full((2,), float(rank), device=dev)
     dist.all_reduce(t)

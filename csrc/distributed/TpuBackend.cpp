@@ -167,8 +167,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceCoalescedOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  // Checked before the fingerprint exchange, so a bad call fails alone, before the peers are involved.
+  TORCH_CHECK_TYPE(sameDtype(tensors), "tpu_dist: all_reduce_coalesced needs tensors of one dtype; "
+                   "issue one coalesced call per dtype");
   auto fingerprint = beginCheck(CollectiveOp::AllReduceCoalesced, tensors, true, reduceOpWord(opts.reduceOp), "op");
-  if (tensors.empty()) return completedWork({});
+  if (tensors.empty()) {
+    endCheck(fingerprint);
+    return completedWork({});
+  }
   // One flat host buffer per dtype run keeps it to one transport call for the common case.
   std::vector<at::Tensor> flat{staging_.flattenToHost(tensors)};
   c10d::AllreduceOptions hostOpts;
@@ -254,10 +260,13 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::
                                                                std::vector<at::Tensor>& inputs,
                                                                const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
+  TORCH_CHECK_TYPE(sameDtype(inputs), "tpu_dist: all_gather_coalesced needs inputs of one dtype");
   auto fingerprint = beginCheck(CollectiveOp::AllGatherCoalesced, inputs);
   // outputs[r][i] is input i of rank r. One flat all-gather of the concatenated inputs.
-  if (inputs.empty()) return completedWork({});
-  TORCH_CHECK(sameDtype(inputs), "tpu_dist: all_gather_coalesced needs inputs of one dtype");
+  if (inputs.empty()) {
+    endCheck(fingerprint);
+    return completedWork({});
+  }
   auto flatIn = staging_.flattenToHost(inputs);
   auto flatOut = at::empty({flatIn.numel() * getSize()}, flatIn.options());
   endCheck(fingerprint);
@@ -403,10 +412,10 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
 c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                                     const c10d::AllToAllOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  auto fingerprint = beginCheck(CollectiveOp::AllToAll, inputs, /*shapes=*/false);
-  TORCH_CHECK(sameDtype(inputs) && sameDtype(outputs) && !inputs.empty() && !outputs.empty() &&
+  TORCH_CHECK_TYPE(sameDtype(inputs) && sameDtype(outputs) && !inputs.empty() && !outputs.empty() &&
                   inputs[0].scalar_type() == outputs[0].scalar_type(),
               "tpu_dist: all_to_all needs input and output tensors of one dtype");
+  auto fingerprint = beginCheck(CollectiveOp::AllToAll, inputs, /*shapes=*/false);
   // One flat exchange with per-rank splits: pieces may differ in size (gloo's list form requires
   // equal sizes; NCCL's does not).
   std::vector<int64_t> inSplits, outSplits;
