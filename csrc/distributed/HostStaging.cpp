@@ -25,6 +25,8 @@ bool sameDtype(const std::vector<at::Tensor>& tensors) {
   return true;
 }
 
+bool HostStaging::Entry::idle() const { return host.use_count() == 1 && (!alias || alias.use_count() == 1); }
+
 at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   const size_t nbytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
   auto options = at::TensorOptions().dtype(dtype).device(at::kCPU);
@@ -32,25 +34,26 @@ at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   c10::Storage storage;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& s : pool_)
-      if (s.nbytes() == nbytes && s.use_count() == 1) {
-        storage = s;
+    for (auto& e : pool_)
+      if (e.host.nbytes() == nbytes && e.idle()) {
+        e.alias.reset();  // no storage uses that device buffer any more
+        storage = e.host;
         break;
       }
     if (!storage) {
       storage = c10::Storage(c10::Storage::use_byte_size_t(), nbytes, c10::GetCPUAllocator(), /*resizable=*/false);
       size_t total = nbytes;
-      for (auto& s : pool_) total += s.nbytes();
+      for (auto& e : pool_) total += e.host.nbytes();
       // Drop idle buffers (oldest first) to stay under the bounds.
       for (auto it = pool_.begin(); it != pool_.end() && (pool_.size() >= kMaxPooled || total > kMaxPooledBytes);) {
-        if (it->use_count() == 1) {
-          total -= it->nbytes();
+        if (it->idle()) {
+          total -= it->host.nbytes();
           it = pool_.erase(it);
         } else {
           ++it;
         }
       }
-      if (pool_.size() < kMaxPooled && total <= kMaxPooledBytes) pool_.push_back(storage);
+      if (pool_.size() < kMaxPooled && total <= kMaxPooledBytes) pool_.push_back({storage, nullptr});
     }
   }
   return at::empty({0}, options).set_(storage, 0, sizes);
@@ -59,7 +62,7 @@ at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
 size_t HostStaging::pooledBytes() {
   std::lock_guard<std::mutex> lock(mutex_);
   size_t total = 0;
-  for (auto& s : pool_) total += s.nbytes();
+  for (auto& e : pool_) total += e.host.nbytes();
   return total;
 }
 
@@ -80,7 +83,18 @@ void HostStaging::writeBack(const at::Tensor& t, const at::Tensor& host) {
   if (t.is_same(host)) return;
   if (isTpu(t) && coversStorage(t) && host.is_contiguous() && host.scalar_type() == t.scalar_type() &&
       host.numel() == t.numel() && t.numel() > 0) {
-    runtime::Executor::get().upload(*aten::deviceStorage(t.storage()), host.data_ptr(), aten::toHlo(t.scalar_type()));
+    auto& executor = runtime::Executor::get();
+    runtime::DeviceStorage& storage = *aten::deviceStorage(t.storage());
+    if (host.storage_offset() == 0 && host.storage().nbytes() == storage.nbytes) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& e : pool_)
+        if (e.host.unsafeGetStorageImpl() == host.storage().unsafeGetStorageImpl()) {
+          // The pooled buffer becomes the device buffer; it is reused once the storage lets go of it.
+          e.alias = executor.uploadAliasing(storage, host.data_ptr(), aten::toHlo(t.scalar_type()));
+          return;
+        }
+    }
+    executor.upload(storage, host.data_ptr(), aten::toHlo(t.scalar_type()));
     return;
   }
   t.copy_(host);
@@ -99,7 +113,7 @@ void HostStaging::unflattenInto(const std::vector<at::Tensor>& tensors, const at
   int64_t offset = 0;
   for (const auto& t : tensors) {
     const int64_t n = t.numel();
-    writeBack(t, flat.narrow(0, offset, n).view(t.sizes()));
+    writeBack(t, flat.narrow(0, offset, n).view(t.sizes()));  // pieces of one buffer: copied
     offset += n;
   }
 }

@@ -7,8 +7,13 @@
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <mutex>
 #include <vector>
+
+namespace tpu::pjrt {
+class Buffer;
+}
 
 namespace tpu::distributed {
 
@@ -23,10 +28,11 @@ class HostStaging {
   // host sees a single download.
   at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
 
-  // Writes a host result back into t (a no-op when host is t).
-  static void writeBack(const at::Tensor& t, const at::Tensor& host);
+  // Writes a host result back into t (a no-op when host is t). A pooled host buffer that covers t
+  // becomes t's device buffer without a copy where the plugin's device memory is host memory.
+  void writeBack(const at::Tensor& t, const at::Tensor& host);
   // Writes consecutive pieces of `flat` back into `tensors`.
-  static void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
+  void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
 
   // Host bytes kept for reuse.
   size_t pooledBytes();
@@ -34,8 +40,15 @@ class HostStaging {
  private:
   at::Tensor buffer(at::IntArrayRef sizes, at::ScalarType dtype);
 
+  struct Entry {
+    c10::Storage host;
+    // The device buffer aliasing `host` (zero-copy upload), while a storage may still use it. The
+    // pool's reference also keeps XLA from being donated this memory.
+    std::shared_ptr<pjrt::Buffer> alias;
+    bool idle() const;
+  };
   std::mutex mutex_;
-  std::vector<c10::Storage> pool_;  // reusable when nothing but the pool holds them
+  std::vector<Entry> pool_;  // reusable when nothing but the pool holds them
   static constexpr size_t kMaxPooled = 8;
   static constexpr size_t kMaxPooledBytes = size_t(1) << 30;
 };

@@ -11,8 +11,10 @@ namespace {
 // their Work is already complete; receives are the exception (DeferredWork below).
 class DeferredWork : public c10d::Work {
  public:
-  DeferredWork(c10::intrusive_ptr<c10d::Work> host, std::vector<at::Tensor> device, std::vector<at::Tensor> staged)
-      : host_(std::move(host)),
+  DeferredWork(c10::intrusive_ptr<TpuBackend> backend, c10::intrusive_ptr<c10d::Work> host,
+               std::vector<at::Tensor> device, std::vector<at::Tensor> staged)
+      : backend_(std::move(backend)),
+        host_(std::move(host)),
         device_(std::move(device)),
         staged_(std::move(staged)),
         future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
@@ -22,7 +24,7 @@ class DeferredWork : public c10d::Work {
     if (!done_) {
       try {
         host_->wait(timeout);
-        for (size_t i = 0; i < device_.size(); ++i) HostStaging::writeBack(device_[i], staged_[i]);
+        for (size_t i = 0; i < device_.size(); ++i) backend_->staging().writeBack(device_[i], staged_[i]);
       } catch (...) {
         future_->setErrorIfNeeded(std::current_exception());
         throw;
@@ -42,6 +44,7 @@ class DeferredWork : public c10d::Work {
 
  private:
   std::mutex mutex_;
+  c10::intrusive_ptr<TpuBackend> backend_;  // its staging pool owns the receive buffers
   c10::intrusive_ptr<c10d::Work> host_;
   std::vector<at::Tensor> device_, staged_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
@@ -160,7 +163,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
   }
   endCheck(fingerprint);
   await(host_->allreduce(host, hostOpts), CollectiveOp::AllReduce);
-  for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
+  for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
@@ -186,7 +189,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce_coalesced(std::vector<at::T
   }
   endCheck(fingerprint);
   await(host_->allreduce(flat, hostOpts), CollectiveOp::AllReduceCoalesced);
-  HostStaging::unflattenInto(tensors, flat[0]);
+  staging_.unflattenInto(tensors, flat[0]);
   return completedWork(tensors);
 }
 
@@ -199,7 +202,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
   endCheck(fingerprint);
   await(host_->broadcast(host, opts), CollectiveOp::Broadcast);
   if (getRank() != opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
+    for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
@@ -219,7 +222,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
   endCheck(fingerprint);
   await(host_->reduce(host, hostOpts), CollectiveOp::Reduce);
   if (getRank() == opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) HostStaging::writeBack(tensors[i], host[i]);
+    for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
   return completedWork(tensors);
 }
 
@@ -238,7 +241,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
   std::vector<at::Tensor> flat;
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t j = 0; j < outputs[i].size(); ++j) {
-      HostStaging::writeBack(outputs[i][j], hostOut[i][j]);
+      staging_.writeBack(outputs[i][j], hostOut[i][j]);
       flat.push_back(outputs[i][j]);
     }
   return completedWork(flat);
@@ -252,7 +255,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_allgather_base(at::Tensor& output, a
   auto hostOut = staging_.hostLike(output);
   endCheck(fingerprint);
   await(host_->_allgather_base(hostOut, hostIn, opts), CollectiveOp::AllGatherIntoTensor);
-  HostStaging::writeBack(output, hostOut);
+  staging_.writeBack(output, hostOut);
   return completedWork({output});
 }
 
@@ -273,7 +276,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_coalesced(std::vector<std::
   await(host_->_allgather_base(flatOut, flatIn, opts), CollectiveOp::AllGatherCoalesced);
   std::vector<at::Tensor> all;
   for (size_t r = 0; r < outputs.size(); ++r) {
-    HostStaging::unflattenInto(outputs[r], flatOut.narrow(0, r * flatIn.numel(), flatIn.numel()));
+    staging_.unflattenInto(outputs[r], flatOut.narrow(0, r * flatIn.numel(), flatIn.numel()));
     all.insert(all.end(), outputs[r].begin(), outputs[r].end());
   }
   return completedWork(all);
@@ -289,7 +292,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather_into_tensor_coalesced(std::
     auto hostOut = staging_.hostLike(outputs[i]);
     endCheck(fingerprint);
   await(host_->_allgather_base(hostOut, hostIn, opts), CollectiveOp::AllGatherCoalesced);
-    HostStaging::writeBack(outputs[i], hostOut);
+    staging_.writeBack(outputs[i], hostOut);
   }
   return completedWork(outputs);
 }
@@ -308,7 +311,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
   std::vector<at::Tensor> flat;
   for (size_t i = 0; i < outputs.size(); ++i)
     for (size_t j = 0; j < outputs[i].size(); ++j) {
-      HostStaging::writeBack(outputs[i][j], hostOut[i][j]);
+      staging_.writeBack(outputs[i][j], hostOut[i][j]);
       flat.push_back(outputs[i][j]);
     }
   return completedWork(flat);
@@ -326,7 +329,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
   for (const auto& t : outputs) hostOut.push_back(staging_.hostLike(t));
   endCheck(fingerprint);
   await(host_->scatter(hostOut, hostIn, opts), CollectiveOp::Scatter);
-  for (size_t i = 0; i < outputs.size(); ++i) HostStaging::writeBack(outputs[i], hostOut[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) staging_.writeBack(outputs[i], hostOut[i]);
   return completedWork(outputs);
 }
 
@@ -351,7 +354,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) hostOpts.reduceOp = c10d::ReduceOp::SUM;
   endCheck(fingerprint);
   await(host_->reduce_scatter(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatter);
-  for (size_t i = 0; i < outputs.size(); ++i) HostStaging::writeBack(outputs[i], hostOut[i]);
+  for (size_t i = 0; i < outputs.size(); ++i) staging_.writeBack(outputs[i], hostOut[i]);
   return completedWork(outputs);
 }
 
@@ -369,7 +372,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::_reduce_scatter_base(at::Tensor& outp
   auto hostOut = staging_.hostLike(output);
   endCheck(fingerprint);
   await(host_->_reduce_scatter_base(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatterTensor);
-  HostStaging::writeBack(output, hostOut);
+  staging_.writeBack(output, hostOut);
   return completedWork({output});
 }
 
@@ -389,7 +392,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter_tensor_coalesced(std::
     auto hostOut = staging_.hostLike(outputs[i]);
     endCheck(fingerprint);
   await(host_->_reduce_scatter_base(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatterCoalesced);
-    HostStaging::writeBack(outputs[i], hostOut);
+    staging_.writeBack(outputs[i], hostOut);
   }
   return completedWork(outputs);
 }
@@ -405,7 +408,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   auto hostOut = staging_.hostLike(output);
   endCheck(fingerprint);
   await(host_->alltoall_base(hostOut, hostIn, outputSplits, inputSplits, opts), CollectiveOp::AllToAllSingle);
-  HostStaging::writeBack(output, hostOut);
+  staging_.writeBack(output, hostOut);
   return completedWork({output});
 }
 
@@ -427,7 +430,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
   auto flatOut = at::empty({outNumel}, flatIn.options());
   endCheck(fingerprint);
   await(host_->alltoall_base(flatOut, flatIn, outSplits, inSplits, opts), CollectiveOp::AllToAll);
-  HostStaging::unflattenInto(outputs, flatOut);
+  staging_.unflattenInto(outputs, flatOut);
   return completedWork(outputs);
 }
 
@@ -448,7 +451,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors
   ensureUsable("recv");
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
-  c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<DeferredWork>(host_->recv(host, srcRank, tag), tensors, host);
+  c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<DeferredWork>(self(), host_->recv(host, srcRank, tag), tensors, host);
   if (coalescing_) coalesced_.push_back(work);
   return work;
 }
@@ -458,7 +461,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>
   ensureUsable("recv");
   std::vector<at::Tensor> host;
   for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
-  return c10::make_intrusive<DeferredWork>(host_->recvAnysource(host, tag), tensors, host);
+  return c10::make_intrusive<DeferredWork>(self(), host_->recvAnysource(host, tag), tensors, host);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::barrier(const c10d::BarrierOptions& opts) {

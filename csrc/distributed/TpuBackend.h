@@ -92,8 +92,10 @@ class TpuBackend : public c10d::Backend {
   // Statistics for tests and benchmarks: collectives run, fingerprint exchanges.
   uint64_t collectiveCount() const { return seq_; }
   size_t pooledHostBytes() { return staging_.pooledBytes(); }
+  HostStaging& staging() { return staging_; }
 
  private:
+  c10::intrusive_ptr<TpuBackend> self() { return c10::intrusive_ptr<TpuBackend>::unsafe_reclaim_from_nonowning(this); }
   // The fingerprint exchange: begin issues it (asynchronously), end waits and raises on every
   // rank when the ranks disagree. Every collective calls both before its data moves.
   struct PendingCheck {
