@@ -236,20 +236,6 @@ def collectives(rank, world, init_method):
 
 
 @scenario
-def default_backend(rank, world, init_method):
-    """init_process_group() with no backend on a tpu host picks tpu_dist."""
-    torch.tpu.set_device(rank % torch.tpu.device_count())
-    dist.init_process_group(init_method=init_method, rank=rank, world_size=world)
-    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
-    assert type(dist.group.WORLD._get_backend(torch.device("tpu"))).__name__ == "TpuBackend"
-    x = torch.full((3,), float(rank + 1), device="tpu")
-    dist.all_reduce(x)
-    assert x.cpu().tolist() == [world * (world + 1) / 2] * 3
-    dist.destroy_process_group()
-    print(f"rank {rank}: default backend ok")
-
-
-@scenario
 def compiled(rank, world, init_method):
     """Functional collectives inside torch.compile(backend="tpu") graphs, against eager on CPU/gloo."""
     import torch.distributed._functional_collectives as funcol
@@ -473,7 +459,11 @@ def expect_error(fn, *needles):
 
 @scenario
 def mpmd(rank, world, init_method):
+    import logging
     import time
+    # The transport choice is logged once per process (INFO on torch_tpu.distributed).
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("torch_tpu.distributed").setLevel(logging.INFO)
     # init_process_group() with no backend on a tpu host picks tpu_dist.
     torch.tpu.set_device(rank % torch.tpu.device_count())
     dist.init_process_group(init_method=init_method, rank=rank, world_size=world,

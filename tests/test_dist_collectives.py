@@ -22,6 +22,9 @@ def test_mpmd_and_mismatched_collectives(mode, tmp_path):
         dist_harness.skip_unless_full(mode)
     out = dist_harness.launch("mpmd", 2, mode, tmp_path)
     assert all("mpmd ok" in o for o in out)
+    # The transport and why, logged once per process although the scenario makes three groups.
+    line = "tpu_dist: host (gloo) transport (the XLA CPU plugin has no cross-process collectives)"
+    assert all(o.count(line) == 1 for o in out), out[0][-2000:]
     assert "missing collective raised after" in out[0]
 
 
