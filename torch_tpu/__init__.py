@@ -41,6 +41,9 @@ def _register() -> None:
     # graphs; registered once torch._dynamo is imported (compile/__init__.py).
     from . import compile as _compile
     _compile.install()
+    # torch.distributed backend "tpu_dist" for device "tpu" (distributed/__init__.py).
+    from . import distributed as _distributed
+    _distributed.register()
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)

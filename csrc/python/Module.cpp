@@ -20,6 +20,7 @@ using namespace tpu;
 void registerCompileCacheBindings(py::module& m);  // CacheBindings.cpp
 void registerCompileBindings(py::module& m);       // CompileBindings.cpp
 void registerPallasBindings(py::module& m);        // PallasBindings.cpp
+void registerDistributedBindings(py::module& m);   // DistributedBindings.cpp
 namespace tpu::python {
 void initEagerModes(py::module& m);  // EagerModes.cpp
 }
@@ -185,5 +186,6 @@ PYBIND11_MODULE(_C, m) {
   registerCompileCacheBindings(m);
   registerCompileBindings(m);
   registerPallasBindings(m);
+  registerDistributedBindings(m);
   python::initEagerModes(m);
 }

@@ -1,0 +1,58 @@
+// Moving collective buffers between tpu and host memory for the host transport.
+//
+// A tpu tensor that covers its storage is downloaded straight into a reused host buffer (one
+// device-to-host copy, no fresh pages to fault in) and its result uploaded straight back into its
+// storage (one host-to-device copy). Other views go through one device-side copy first.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace tpu::pjrt {
+class Buffer;
+}
+
+namespace tpu::distributed {
+
+class HostStaging {
+ public:
+  // A dense CPU tensor holding t's values (t itself, made contiguous, when it is already on the CPU).
+  at::Tensor toHost(const at::Tensor& t);
+  // An uninitialised dense CPU tensor shaped like t, for outputs the transport fills (t itself
+  // when t is a dense CPU tensor).
+  at::Tensor hostLike(const at::Tensor& t);
+  // Many tensors of one dtype as one flat CPU buffer: concatenated on the device first, so the
+  // host sees a single download.
+  at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
+
+  // Writes a host result back into t (a no-op when host is t). A pooled host buffer that covers t
+  // becomes t's device buffer without a copy where the plugin's device memory is host memory.
+  void writeBack(const at::Tensor& t, const at::Tensor& host);
+  // Writes consecutive pieces of `flat` back into `tensors`.
+  void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
+
+  // Host bytes kept for reuse.
+  size_t pooledBytes();
+
+ private:
+  at::Tensor buffer(at::IntArrayRef sizes, at::ScalarType dtype);
+
+  struct Entry {
+    c10::Storage host;
+    // The device buffer aliasing `host` (zero-copy upload), while a storage may still use it. The
+    // pool's reference also keeps XLA from being donated this memory.
+    std::shared_ptr<pjrt::Buffer> alias;
+    bool idle() const;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> pool_;  // reusable when nothing but the pool holds them
+  static constexpr size_t kMaxPooled = 8;
+  static constexpr size_t kMaxPooledBytes = size_t(1) << 30;
+};
+
+bool sameDtype(const std::vector<at::Tensor>& tensors);
+
+}  // namespace tpu::distributed
