@@ -1,0 +1,137 @@
+"""Miscellaneous ops models call (issue 14), each against CPU: multinomial, histc, histogram, bincount,
+EmbeddingBag, weight norm, embedding renorm, multi_margin_loss, cdist, grid_sample, TransformerEncoderLayer's
+fast path, ctc_loss, antialiased interpolate, segment_reduce."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import assert_close
+
+CPU_ERROR_FACTOR = 4
+RTOL = ATOL = 1e-5
+
+
+def gen(seed=0):
+    return torch.Generator().manual_seed(seed)
+
+
+def assert_as_accurate(actual, cpu, ref, what=""):
+    """float32 tpu result at most 4x CPU float32's largest error against float64 (plus 1e-5), as the OpInfo
+    harness requires."""
+    assert actual.device.type == "tpu", f"{what}: result is on {actual.device}"
+    a, e, r = actual.detach().cpu().double(), cpu.detach().double(), ref.detach().double()
+    assert a.shape == e.shape == r.shape, what
+    bound = CPU_ERROR_FACTOR * (e - r).abs().max() + ATOL + RTOL * r.abs()
+    err = (a - r).abs()
+    assert bool((err <= bound).all()), f"{what}: tpu error {err.max():.3g}, CPU float32 error {(e - r).abs().max():.3g}"
+
+
+def check_fn(fn, *inputs, grad=True):
+    """fn(*inputs) on tpu float32 vs CPU float32 and float64: outputs, and gradients of a fixed cotangent
+    for every floating input."""
+    def run(device, dtype):
+        xs = [x.detach().to(device=device, dtype=dtype if x.is_floating_point() else x.dtype, copy=True)
+              .requires_grad_(grad and x.is_floating_point()) if isinstance(x, torch.Tensor) else x for x in inputs]
+        out = fn(*xs)
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        grads = []
+        if grad:
+            cot = [torch.randn(o.shape, generator=gen(7)).to(device=device, dtype=o.dtype) for o in outs]
+            leaves = [x for x in xs if isinstance(x, torch.Tensor) and x.requires_grad]
+            grads = torch.autograd.grad(outs, leaves, cot, allow_unused=True)
+            grads = [g if g is not None else torch.zeros_like(x) for g, x in zip(grads, leaves)]
+        return outs, grads
+    t, c, r = run("tpu", torch.float32), run("cpu", torch.float32), run("cpu", torch.float64)
+    for k in range(2):
+        assert len(t[k]) == len(c[k])
+        for i, (a, e, ref) in enumerate(zip(t[k], c[k], r[k])):
+            if e.is_floating_point():
+                assert_as_accurate(a, e, ref, f"{'output' if k == 0 else 'grad'} {i}")
+            else:
+                assert_close(a, e)
+
+
+# ---- multinomial, histc, histogram, bincount ------------------------------------------------------
+
+def test_multinomial_without_replacement(mode):
+    p = torch.tensor([[0.0, 1.0, 2.0, 0.0, 4.0], [1.0, 1.0, 0.0, 1.0, 1.0]])
+    torch.manual_seed(3)
+    s = torch.multinomial(p.to("tpu"), 3)
+    assert s.device.type == "tpu" and s.dtype == torch.int64 and s.shape == (2, 3)
+    s = s.cpu()
+    for row, pr in zip(s, p):
+        assert len(set(row.tolist())) == 3  # no repeats
+        assert all(pr[i] > 0 for i in row)  # never a zero-probability category
+    torch.manual_seed(3)
+    assert torch.equal(torch.multinomial(p.to("tpu"), 3).cpu(), s)  # seeded: reproducible
+    one = torch.multinomial(p[0].to("tpu"), 1)
+    assert one.shape == (1,) and p[0][one.cpu()].item() > 0
+
+
+def test_multinomial_frequencies(mode):
+    # 1-d and 2-d; with replacement: empirical frequencies match the distribution (4000 draws per row:
+    # the bound is ~6 standard deviations, so the test fails only on a wrong sampler).
+    p = torch.tensor([[0.1, 0.0, 0.6, 0.3], [0.25, 0.25, 0.25, 0.25]])
+    n = 4000
+    torch.manual_seed(0)
+    for replacement in (True, False):
+        if replacement:
+            s = torch.multinomial(p.to("tpu"), n, replacement=True).cpu()
+        else:  # one draw per call without replacement is a draw from p
+            s = torch.stack([torch.multinomial(p.to("tpu"), 1).cpu()[:, 0] for _ in range(200)], 1)
+        freq = torch.stack([torch.bincount(r, minlength=4).double() / r.numel() for r in s])
+        sd = (p.double() * (1 - p.double()) / s.shape[1]).sqrt()
+        assert bool(((freq - p.double()).abs() <= 6 * sd + 1e-12).all()), freq
+        assert bool((freq[0, 1] == 0))
+    s1 = torch.multinomial(p[0].to("tpu"), 7, replacement=True)
+    assert s1.shape == (7,)
+
+
+def test_multinomial_bad_input(mode):
+    d = "tpu"
+    with pytest.raises(RuntimeError, match="probability tensor contains"):
+        torch.multinomial(torch.tensor([0.5, -0.1], device=d), 1)
+    with pytest.raises(RuntimeError, match="sum of probabilities"):
+        torch.multinomial(torch.zeros(2, 3, device=d), 1)
+    with pytest.raises(RuntimeError, match="without replacement"):
+        torch.multinomial(torch.ones(3, device=d), 4)
+
+
+@pytest.mark.parametrize("bins,lo,hi", [(5, 0, 0), (7, -1.0, 0.5), (4, 0.25, 0.25)])
+def test_histc(mode, bins, lo, hi):
+    x = torch.randn(50, generator=gen())
+    x[3] = 0.5  # on the right edge: the last bin
+    assert_close(torch.histc(x.to("tpu"), bins, lo, hi), torch.histc(x, bins, lo, hi))
+    assert_close(torch.histc(torch.empty(0, device="tpu"), 3), torch.histc(torch.empty(0), 3))
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(x.to("tpu"), 3, 1, 0)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogram(mode, density):
+    x = torch.randn(40, generator=gen())
+    w = torch.rand(40, generator=gen(1))
+    for kw in [dict(bins=6), dict(bins=5, range=(-1.0, 1.0)), dict(bins=torch.tensor([-2.0, -0.5, 0.0, 0.1, 3.0]))]:
+        kw_tpu = {k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+        for weight in (None, w):
+            e = torch.histogram(x, weight=weight, density=density, **kw)
+            a = torch.histogram(x.to("tpu"), weight=None if weight is None else weight.to("tpu"), density=density,
+                                **kw_tpu)
+            assert_close(a.hist, e.hist)
+            assert_close(a.bin_edges, e.bin_edges)
+
+
+def test_bincount(mode):
+    x = torch.tensor([0, 3, 3, 1, 7, 3])
+    assert_close(torch.bincount(x.to("tpu")), torch.bincount(x))
+    assert_close(torch.bincount(x.to("tpu"), minlength=10), torch.bincount(x, minlength=10))
+    for w in (torch.rand(6, generator=gen()), torch.rand(6, generator=gen(), dtype=torch.float64),
+              torch.arange(6, dtype=torch.int32)):
+        assert_close(torch.bincount(x.to("tpu"), w.to("tpu")), torch.bincount(x, w))
+    assert_close(torch.bincount(torch.empty(0, dtype=torch.long, device="tpu"), minlength=2),
+                 torch.bincount(torch.empty(0, dtype=torch.long), minlength=2))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.bincount(torch.tensor([1, -1], device="tpu"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(x.to("tpu"), torch.ones(2, device="tpu"))
