@@ -135,3 +135,57 @@ def test_bincount(mode):
         torch.bincount(torch.tensor([1, -1], device="tpu"))
     with pytest.raises(RuntimeError, match="same length"):
         torch.bincount(x.to("tpu"), torch.ones(2, device="tpu"))
+
+
+# ---- EmbeddingBag, embedding renorm -------------------------------------------------------------
+
+@pytest.mark.parametrize("bag_mode", ["sum", "mean", "max"])
+def test_embedding_bag(mode, bag_mode):
+    w = torch.randn(10, 3, generator=gen())
+    idx2 = torch.tensor([[1, 2, 4], [4, 3, 9]])
+    check_fn(lambda w: F.embedding_bag(idx2.to(w.device), w, mode=bag_mode), w)
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = torch.tensor([0, 2, 2, 5])  # bag 1 is empty
+    check_fn(lambda w: F.embedding_bag(idx.to(w.device), w, offsets.to(w.device), mode=bag_mode, padding_idx=4), w)
+    last = torch.tensor([0, 3, 8])
+    check_fn(lambda w: F.embedding_bag(idx.to(w.device), w, last.to(w.device), mode=bag_mode,
+                                       include_last_offset=True), w)
+
+
+def test_embedding_bag_per_sample_weights_and_module(mode):
+    w = torch.randn(10, 3, generator=gen())
+    psw = torch.rand(8, generator=gen(1))
+    idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = torch.tensor([0, 2, 2, 5])
+    check_fn(lambda w, p: F.embedding_bag(idx.to(w.device), w, offsets.to(w.device), mode="sum",
+                                          per_sample_weights=p, padding_idx=2), w, psw)
+    # scale_grad_by_freq: CUDA's rule (each row's gradient divided by how often its index occurs); CPU's
+    # kernel of this torch version looks counts up at the wrong position, so the reference is CPU's unscaled
+    # gradient divided by the counts.
+    wt = w.to("tpu").requires_grad_()
+    F.embedding_bag(idx.to("tpu"), wt, offsets.to("tpu"), scale_grad_by_freq=True).sum().backward()
+    wc = w.clone().requires_grad_()
+    F.embedding_bag(idx, wc, offsets).sum().backward()
+    assert_close(wt.grad, wc.grad / torch.bincount(idx, minlength=10).clamp_min(1).unsqueeze(1).float())
+    torch.manual_seed(0)
+    bag = nn.EmbeddingBag(10, 3, mode="mean")
+    with torch.no_grad():
+        assert_close(bag.to("tpu")(idx.to("tpu"), offsets.to("tpu")), bag.cpu()(idx, offsets))
+    with pytest.raises(RuntimeError, match="per_sample_weights"):
+        F.embedding_bag(idx.to("tpu"), w.to("tpu"), offsets.to("tpu"), mode="max", per_sample_weights=psw.to("tpu"))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm(mode, norm_type):
+    torch.manual_seed(0)
+    emb = nn.Embedding(10, 4, max_norm=1.5, norm_type=norm_type)
+    x = torch.tensor([[1, 2, 2], [7, 1, 0]])
+    emb_tpu = nn.Embedding(10, 4, max_norm=1.5, norm_type=norm_type).to("tpu")
+    with torch.no_grad():
+        emb_tpu.weight.copy_(emb.weight.to("tpu"))
+    out_cpu, out_tpu = emb(x), emb_tpu(x.to("tpu"))
+    assert_close(out_tpu, out_cpu)
+    assert_close(emb_tpu.weight, emb.weight.detach())  # renormalised in place, others untouched
+    out_cpu.sum().backward()
+    out_tpu.sum().backward()
+    assert_close(emb_tpu.weight.grad, emb.weight.grad)
