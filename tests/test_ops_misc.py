@@ -189,3 +189,52 @@ def test_embedding_max_norm(mode, norm_type):
     out_cpu.sum().backward()
     out_tpu.sum().backward()
     assert_close(emb_tpu.weight.grad, emb.weight.grad)
+
+
+# ---- weight norm, multi_margin_loss, cdist ------------------------------------------------------
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_weight_norm(mode, dim):
+    v = torch.randn(4, 3, 5, generator=gen())
+    g = torch.rand(4, 1, 1, generator=gen(1)) + 0.5 if dim == 0 else torch.rand(1, 1, 5, generator=gen(1)) + 0.5
+    check_fn(lambda v, g: torch._weight_norm(v, g, dim), v, g)
+    check_fn(lambda v, g: torch._weight_norm_interface(v, g, dim % 3), v, g, grad=False)
+
+
+def test_weight_norm_module_trains(mode):
+    def run(device):
+        torch.manual_seed(0)
+        lin = nn.utils.parametrizations.weight_norm(nn.Linear(5, 3)).to(device)
+        opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+        x = torch.randn(4, 5, generator=gen()).to(device)
+        for _ in range(3):
+            opt.zero_grad()
+            lin(x).square().sum().backward()
+            opt.step()
+        return [p.detach().cpu() for p in lin.parameters()]
+    for a, e in zip(run("tpu"), run("cpu")):
+        torch.testing.assert_close(a, e, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("p,reduction", [(1, "mean"), (2, "sum"), (1, "none")])
+def test_multi_margin_loss(mode, p, reduction):
+    x = torch.randn(5, 4, generator=gen())
+    y = torch.tensor([0, 3, 1, 1, 2])
+    w = torch.rand(4, generator=gen(1))
+    check_fn(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, margin=0.7, reduction=reduction), x)
+    check_fn(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, weight=w.to(x.device, x.dtype), reduction=reduction), x)
+    check_fn(lambda x: F.multi_margin_loss(x, y[1].to(x.device), p=p, reduction=reduction), x[0])
+    with pytest.raises(RuntimeError, match="only p == 1 and p == 2"):
+        torch.ops.aten.multi_margin_loss(x.to("tpu"), y.to("tpu"), 3)
+    with pytest.raises(RuntimeError, match="inconsistent target size"):
+        F.multi_margin_loss(x.to("tpu"), y[:3].to("tpu"))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, float("inf")])
+def test_cdist(mode, p):
+    x1 = torch.randn(2, 5, 3, generator=gen())
+    x2 = torch.randn(1, 4, 3, generator=gen(1))
+    x2[0, 1] = x1[0, 2]  # a zero distance
+    cm = "donot_use_mm_for_euclid_dist"
+    check_fn(lambda a, b: torch.cdist(a, b, p=p, compute_mode=cm), x1, x2)
+    check_fn(lambda a, b: torch.cdist(a, b, p=p), x1[0], x2[0])

@@ -1,0 +1,199 @@
+// nn kernels composed of tpu ops with CUDA's / CPU's formulas: weight norm (_weight_norm_interface and its
+// backward, what nn.utils.weight_norm and parametrizations.weight_norm call for dim 0 / last),
+// multi_margin_loss (+ backward), _cdist_forward / _cdist_backward (torch.cdist for p != 2 or without the
+// matmul path; the pairwise differences are materialised, (..., P, R, M)).
+#include <ATen/ATen.h>
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "Elementwise.h"
+
+namespace tpu::aten {
+namespace {
+
+using OptTensor = std::optional<at::Tensor>;
+bool has(const OptTensor& t) { return t.has_value() && t->defined(); }
+
+// ---- weight norm ----------------------------------------------------------------------------------
+
+std::vector<int64_t> allDimsBut(int64_t rank, int64_t dim) {
+  std::vector<int64_t> r;
+  for (int64_t i = 0; i < rank; ++i)
+    if (i != dim) r.push_back(i);
+  return r;
+}
+
+int64_t weightNormDim(const at::Tensor& v, int64_t dim) {
+  TORCH_CHECK(dim == 0 || dim == v.dim() - 1 || dim == -1, "_weight_norm_interface: dim must be 0 or the last "
+              "dimension of v (", v.dim() - 1, "), got ", dim);
+  return dim == -1 ? v.dim() - 1 : dim;
+}
+
+std::tuple<at::Tensor, at::Tensor> weightNorm(const at::Tensor& v, const at::Tensor& g, int64_t dim) {
+  TORCH_CHECK(v.device() == g.device(), "weight_norm: v and g must be on the same device");
+  dim = weightNormDim(v, dim);
+  c10::ScalarType ct = opmathType(v.scalar_type());
+  at::Tensor vc = v.to(ct);
+  // As CUDA: norms in float32 for reduced-precision v, w = v * (g / norm).
+  at::Tensor norms = at::linalg_vector_norm(vc, 2, allDimsBut(v.dim(), dim), true);
+  at::Tensor w = (vc * (g.to(ct) / norms)).to(v.scalar_type());
+  return {w, norms.to(g.scalar_type() == at::kDouble ? at::kDouble : ct)};
+}
+
+std::tuple<at::Tensor, at::Tensor> weightNormBackward(const at::Tensor& gw, const at::Tensor& v, const at::Tensor& g,
+                                                      const at::Tensor& norms, int64_t dim) {
+  TORCH_CHECK(v.is_contiguous() && g.is_contiguous() && norms.is_contiguous(),
+              "_weight_norm_interface_backward: saved tensors must be contiguous");
+  dim = weightNormDim(v, dim);
+  c10::ScalarType ct = opmathType(v.scalar_type());
+  at::Tensor vc = v.to(ct), n = norms.to(ct), gc = g.to(ct);
+  at::Tensor rowSum = (gw.to(ct) * vc).sum(allDimsBut(v.dim(), dim), true);
+  at::Tensor gg = rowSum / n;
+  at::Tensor gv = (gc / n) * (gw.to(ct) - vc * (rowSum / (n * n)));
+  return {gv.to(v.scalar_type()), gg.to(g.scalar_type())};
+}
+
+// ---- multi_margin_loss -------------------------------------------------------------------------------
+
+struct Margin {
+  at::Tensor x, y, onehot;  // (N, C), (N,), (N, C)
+  int64_t n, c;
+};
+Margin marginArgs(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p, const OptTensor& weight) {
+  TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "multi_margin_loss: only p == 1 and p == 2 supported");
+  TORCH_CHECK((self.dim() == 2 && self.size(1) != 0) || (self.dim() == 1 && self.size(0) != 0),
+              "multi_margin_loss: Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
+              self.sizes());
+  at::Tensor x = self.dim() == 1 ? self.unsqueeze(0) : self;
+  int64_t n = x.size(0), c = x.size(1);
+  TORCH_CHECK(target.numel() == n && target.dim() <= 1, "inconsistent target size, expected ", n, " but got ",
+              target.sizes());
+  if (has(weight)) {
+    TORCH_CHECK(weight->dim() <= 1 && weight->numel() == c, "inconsistent weight size, expected ", c, " but got ",
+                weight->sizes());
+  }
+  at::Tensor y = target.reshape({n}).to(at::kLong);
+  at::Tensor onehot = at::arange(c, y.options()).unsqueeze(0) == y.unsqueeze(1);
+  return {x, y, onehot, n, c};
+}
+
+at::Tensor multiMargin(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                       const c10::Scalar& margin, const OptTensor& weight, int64_t reduction) {
+  Margin m = marginArgs(self, target, p, weight);
+  at::Tensor xy = m.x.gather(1, m.y.unsqueeze(1));
+  at::Tensor z = (margin.toDouble() - xy + m.x).clamp_min(0);
+  if (p.toLong() == 2) z = z * z;
+  z = at::where(m.onehot, at::zeros({}, z.options()), z);
+  if (has(weight)) z = z * weight->reshape({-1}).index_select(0, m.y).unsqueeze(1);
+  at::Tensor l = z.sum(1) / static_cast<double>(m.c);
+  if (reduction == at::Reduction::Mean) return l.mean();
+  if (reduction == at::Reduction::Sum) return l.sum();
+  return self.dim() == 1 ? l.reshape(target.sizes()) : l;
+}
+at::Tensor& multiMarginOut(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
+                           const c10::Scalar& margin, const OptTensor& weight, int64_t reduction, at::Tensor& out) {
+  at::Tensor r = multiMargin(self, target, p, margin, weight, reduction);
+  out.resize_(r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor multiMarginBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                               const c10::Scalar& p, const c10::Scalar& margin, const OptTensor& weight,
+                               int64_t reduction) {
+  Margin m = marginArgs(self, target, p, weight);
+  at::Tensor xy = m.x.gather(1, m.y.unsqueeze(1));
+  at::Tensor z = margin.toDouble() - xy + m.x;
+  at::Tensor active = (z > 0) & ~m.onehot;
+  at::Tensor h = p.toLong() == 2 ? 2 * z : at::ones_like(z);
+  h = at::where(active, h, at::zeros({}, h.options())) / static_cast<double>(m.c);
+  if (has(weight)) h = h * weight->reshape({-1}).index_select(0, m.y).unsqueeze(1);
+  // Each active j != y adds h to x[j] and takes it from x[y].
+  at::Tensor gi = h - m.onehot.to(h.scalar_type()) * h.sum(1, true);
+  at::Tensor go = grad;
+  if (reduction == at::Reduction::None && grad.dim() > 0) go = grad.reshape({m.n, 1});
+  gi = gi * go;
+  if (reduction == at::Reduction::Mean) gi = gi / static_cast<double>(m.n);
+  return gi.reshape(self.sizes()).to(self.scalar_type());
+}
+at::Tensor& multiMarginBackwardOut(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                   const c10::Scalar& p, const c10::Scalar& margin, const OptTensor& weight,
+                                   int64_t reduction, at::Tensor& gi) {
+  at::Tensor r = multiMarginBackward(grad, self, target, p, margin, weight, reduction);
+  gi.resize_(r.sizes());
+  return gi.copy_(r);
+}
+
+// ---- cdist --------------------------------------------------------------------------------------------
+
+std::pair<at::Tensor, at::Tensor> cdistExpand(const at::Tensor& x1, const at::Tensor& x2) {
+  TORCH_CHECK(x1.dim() >= 2 && x2.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(),
+              "D, X2 got: ", x2.dim(), "D");
+  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ", x1.size(-1),
+              " X2: ", x2.size(-1));
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()) && at::isFloatingType(x2.scalar_type()),
+              "cdist only supports floating-point dtypes, X1 got: ", x1.scalar_type(), ", X2 got: ", x2.scalar_type());
+  auto b1 = x1.sizes().slice(0, x1.dim() - 2), b2 = x2.sizes().slice(0, x2.dim() - 2);
+  std::vector<int64_t> batch = at::infer_size(b1, b2);
+  std::vector<int64_t> s1 = batch, s2 = batch;
+  s1.insert(s1.end(), {x1.size(-2), x1.size(-1)});
+  s2.insert(s2.end(), {x2.size(-2), x2.size(-1)});
+  return {x1.expand(s1), x2.expand(s2)};
+}
+
+at::Tensor cdistForward(const at::Tensor& a, const at::Tensor& b, double p, std::optional<int64_t>) {
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  auto [x1, x2] = cdistExpand(a, b);
+  at::Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);  // (..., P, R, M)
+  if (diff.size(-1) == 0) return at::zeros(diff.sizes().slice(0, diff.dim() - 1), diff.options());
+  return at::linalg_vector_norm(diff, p, {-1}, false);
+}
+
+at::Tensor cdistBackward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, double p,
+                         const at::Tensor& dist) {
+  auto [x1, x2] = cdistExpand(a, b);
+  at::Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);
+  at::Tensor g = grad.unsqueeze(-1), d = dist.unsqueeze(-1);
+  at::Tensor zero = at::zeros({}, diff.options());
+  at::Tensor r;
+  if (p == 0 || diff.numel() == 0) {
+    return at::zeros(a.sizes(), a.options());
+  } else if (p == 1) {
+    r = g * diff.sign();
+  } else if (std::isinf(p)) {
+    r = g * diff.sign() * (diff.abs() == d).to(diff.scalar_type());
+  } else {
+    // The masked-out cases (zero distance, and zero differences for p < 1) see 1 instead of 0 in the powers,
+    // so no intermediate is infinite (debug mode checks them); their result is 0 as on CPU.
+    at::Tensor one = at::ones({}, diff.options());
+    at::Tensor z = (d == 0);
+    at::Tensor sd = at::where(z, one, d);
+    if (p == 2) {
+      r = at::where(z, zero, g * diff / sd);
+    } else if (p < 2) {
+      if (p < 1) z = z | (diff == 0);
+      at::Tensor ad = at::where(diff == 0, one, diff.abs());
+      r = at::where(z, zero, diff.sign() * ad.pow(p - 1) * g / sd.pow(p - 1));
+    } else {
+      r = at::where(z, zero, diff * diff.abs().pow(p - 2) * g / sd.pow(p - 1));
+    }
+  }
+  return r.sum(-2).sum_to_size(a.sizes()).contiguous();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_weight_norm_interface", weightNorm);
+  m.impl("_weight_norm_interface_backward", weightNormBackward);
+  m.impl("multi_margin_loss", multiMargin);
+  m.impl("multi_margin_loss.out", multiMarginOut);
+  m.impl("multi_margin_loss_backward", multiMarginBackward);
+  m.impl("multi_margin_loss_backward.grad_input", multiMarginBackwardOut);
+  m.impl("_cdist_forward", cdistForward);
+  m.impl("_cdist_backward", cdistBackward);
+}
+
+}  // namespace tpu::aten
