@@ -238,3 +238,22 @@ def test_cdist(mode, p):
     cm = "donot_use_mm_for_euclid_dist"
     check_fn(lambda a, b: torch.cdist(a, b, p=p, compute_mode=cm), x1, x2)
     check_fn(lambda a, b: torch.cdist(a, b, p=p), x1[0], x2[0])
+
+
+# ---- grid_sample ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("interp", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample(mode, interp, padding, align):
+    x = torch.randn(2, 3, 5, 4, generator=gen())
+    grid = torch.rand(2, 3, 6, 2, generator=gen(1)) * 2.6 - 1.3  # some points outside [-1, 1]
+    if interp == "nearest":  # keep away from the .5 ties, where float rounding decides the pixel
+        grid = torch.rand(2, 3, 6, 2, generator=gen(1)).mul(2.6).sub(1.3)
+        grid = grid.where(((grid + 1) * 2).frac().sub(0.5).abs() > 0.05, grid + 0.07)
+    check_fn(lambda x, g: F.grid_sample(x, g, mode=interp, padding_mode=padding, align_corners=align), x, grid)
+
+
+def test_grid_sample_bad_input(mode):
+    with pytest.raises(RuntimeError, match="grid"):
+        F.grid_sample(torch.randn(1, 2, 4, 4, device="tpu"), torch.rand(1, 3, 3, 3, device="tpu"), align_corners=False)

@@ -1,0 +1,160 @@
+// grid_sampler_2d and its backward (F.grid_sample on 4-d input), composed of tpu ops with ATen's
+// GridSampler.h rules: unnormalize (align_corners), border clipping and reflection (with the gradient of
+// each), bilinear and nearest interpolation (round half to even, as nearbyint). Corners are read with a
+// gather on the flattened (H*W) plane and the input gradient is a scatter_add into it.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+namespace tpu::aten {
+namespace {
+
+constexpr int64_t kBilinear = 0, kNearest = 1, kBicubic = 2;
+constexpr int64_t kZeros = 0, kBorder = 1, kReflection = 2;
+
+struct Coord {
+  at::Tensor x, grad;  // source coordinate and d(coordinate)/d(grid value)
+};
+
+// d|x - m| chain through fmod/floor of ATen's reflect_coordinates_set_grad.
+Coord reflect(const at::Tensor& in, double twiceLow, double twiceHigh) {
+  if (twiceLow == twiceHigh) return {at::zeros_like(in), at::zeros_like(in)};
+  double mn = twiceLow / 2, span = (twiceHigh - twiceLow) / 2;
+  at::Tensor d = in - mn;
+  at::Tensor sign = at::where(d < 0, -1.0, at::ones({}, in.options()));
+  at::Tensor a = d.abs();
+  at::Tensor extra = at::fmod(a, span), flips = at::floor(a / span);
+  at::Tensor even = at::fmod(flips, 2) == 0;
+  at::Tensor x = at::where(even, extra + mn, span - extra + mn);
+  return {x, at::where(even, sign, -sign)};
+}
+
+Coord clip(const Coord& c, int64_t size) {
+  double hi = static_cast<double>(size - 1);
+  at::Tensor inside = (c.x > 0) & (c.x < hi);
+  return {c.x.clamp(0, hi), at::where(inside, c.grad, at::zeros({}, c.grad.options()))};
+}
+
+// Source coordinate along one axis of `size` pixels from normalised grid values in [-1, 1].
+Coord sourceIndex(const at::Tensor& g, int64_t size, int64_t padding, bool align) {
+  double s = static_cast<double>(size);
+  Coord c = align ? Coord{(g + 1) / 2 * (s - 1), at::full_like(g, (s - 1) / 2)}
+                  : Coord{((g + 1) * s - 1) / 2, at::full_like(g, s / 2)};
+  if (padding == kBorder) {
+    c = clip(c, size);
+  } else if (padding == kReflection) {
+    Coord r = align ? reflect(c.x, 0, 2 * (s - 1)) : reflect(c.x, -1, 2 * s - 1);
+    c = clip({r.x, c.grad * r.grad}, size);
+  }
+  return c;
+}
+
+struct Plan {
+  at::Tensor flat;  // input as (N, C, H*W)
+  int64_t n, ch, h, w, ho, wo;
+  Coord ix, iy;  // (N, Ho*Wo)
+};
+
+Plan plan(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding, bool align) {
+  TORCH_CHECK(input.dim() == 4 && grid.dim() == 4 && grid.size(3) == 2 && grid.size(0) == input.size(0),
+              "grid_sampler_2d(): expected 4D input and grid (N, H, W, 2) with the same batch size, but got input "
+              "with sizes ", input.sizes(), " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(input.scalar_type() == grid.scalar_type(), "grid_sampler(): expected input and grid to have same "
+              "dtype, but input has ", input.scalar_type(), " and grid has ", grid.scalar_type());
+  TORCH_CHECK(interp == kBilinear || interp == kNearest, "grid_sampler_2d: interpolation mode ",
+              interp == kBicubic ? "'bicubic'" : std::to_string(interp), " is not implemented for tpu yet; "
+              "use mode='bilinear' or 'nearest' (or TORCH_TPU_CPU_FALLBACK=1)");
+  TORCH_CHECK(padding >= kZeros && padding <= kReflection, "grid_sampler_2d: unknown padding mode ", padding);
+  Plan p;
+  p.n = input.size(0), p.ch = input.size(1), p.h = input.size(2), p.w = input.size(3);
+  p.ho = grid.size(1), p.wo = grid.size(2);
+  p.flat = input.reshape({p.n, p.ch, p.h * p.w});
+  at::Tensor g = grid.reshape({p.n, p.ho * p.wo, 2});
+  p.ix = sourceIndex(g.select(2, 0), p.w, padding, align);
+  p.iy = sourceIndex(g.select(2, 1), p.h, padding, align);
+  return p;
+}
+
+struct Corner {
+  at::Tensor lin;    // (N, C, L) flat index, clamped into range
+  at::Tensor valid;  // (N, 1, L)
+};
+Corner corner(const Plan& p, const at::Tensor& xi, const at::Tensor& yi) {
+  at::Tensor valid = (xi >= 0) & (xi < p.w) & (yi >= 0) & (yi < p.h);
+  at::Tensor lin = at::where(valid, yi * p.w + xi, 0).unsqueeze(1).expand({p.n, p.ch, xi.size(1)});
+  return {lin, valid.unsqueeze(1)};
+}
+at::Tensor read(const Plan& p, const Corner& c) {
+  return at::where(c.valid, p.flat.gather(2, c.lin), at::zeros({}, p.flat.options()));
+}
+
+struct Bilinear {
+  Corner nw, ne, sw, se;
+  at::Tensor x0, y0, fx, fy;  // fx = ix - x0 (N, 1, L)
+};
+Bilinear bilinear(const Plan& p) {
+  at::Tensor x0f = at::floor(p.ix.x), y0f = at::floor(p.iy.x);
+  at::Tensor x0 = x0f.to(at::kLong), y0 = y0f.to(at::kLong);
+  return {corner(p, x0, y0), corner(p, x0 + 1, y0), corner(p, x0, y0 + 1), corner(p, x0 + 1, y0 + 1), x0, y0,
+          (p.ix.x - x0f).unsqueeze(1), (p.iy.x - y0f).unsqueeze(1)};
+}
+
+Corner nearest(const Plan& p) {
+  return corner(p, at::round(p.ix.x).to(at::kLong), at::round(p.iy.x).to(at::kLong));
+}
+
+at::Tensor gridSampler(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
+                       bool align) {
+  Plan p = plan(input, grid, interp, padding, align);
+  at::Tensor out;
+  if (interp == kNearest) {
+    out = read(p, nearest(p));
+  } else {
+    Bilinear b = bilinear(p);
+    at::Tensor gx = 1 - b.fx, gy = 1 - b.fy;
+    out = read(p, b.nw) * (gx * gy) + read(p, b.ne) * (b.fx * gy) + read(p, b.sw) * (gx * b.fy) +
+          read(p, b.se) * (b.fx * b.fy);
+  }
+  return out.reshape({p.n, p.ch, p.ho, p.wo});
+}
+
+std::tuple<at::Tensor, at::Tensor> gridSamplerBackward(const at::Tensor& gradOut, const at::Tensor& input,
+                                                       const at::Tensor& grid, int64_t interp, int64_t padding,
+                                                       bool align, std::array<bool, 2> mask) {
+  Plan p = plan(input, grid, interp, padding, align);
+  at::Tensor g = gradOut.reshape({p.n, p.ch, p.ho * p.wo});
+  at::Tensor gi = mask[0] ? at::zeros({p.n, p.ch, p.h * p.w}, input.options()) : at::Tensor();
+  at::Tensor zero = at::zeros({}, input.options());
+  auto add = [&](const Corner& c, const at::Tensor& wgt) {
+    gi = gi.scatter_add(2, c.lin, at::where(c.valid, g * wgt, zero));
+  };
+  if (interp == kNearest) {
+    if (mask[0]) add(nearest(p), at::ones({}, input.options()));
+    return {mask[0] ? gi.reshape(input.sizes()) : gi, mask[1] ? at::zeros_like(grid) : at::Tensor()};
+  }
+  Bilinear b = bilinear(p);
+  at::Tensor gx = 1 - b.fx, gy = 1 - b.fy;
+  if (mask[0]) {
+    add(b.nw, gx * gy);
+    add(b.ne, b.fx * gy);
+    add(b.sw, gx * b.fy);
+    add(b.se, b.fx * b.fy);
+  }
+  at::Tensor gg;
+  if (mask[1]) {
+    at::Tensor vnw = read(p, b.nw), vne = read(p, b.ne), vsw = read(p, b.sw), vse = read(p, b.se);
+    at::Tensor dx = ((vne - vnw) * gy + (vse - vsw) * b.fy) * g;
+    at::Tensor dy = ((vsw - vnw) * gx + (vse - vne) * b.fx) * g;
+    at::Tensor gix = dx.sum(1) * p.ix.grad, giy = dy.sum(1) * p.iy.grad;
+    gg = at::stack({gix, giy}, 2).reshape(grid.sizes());
+  }
+  return {mask[0] ? gi.reshape(input.sizes()) : gi, gg};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("grid_sampler_2d", gridSampler);
+  m.impl("grid_sampler_2d_backward", gridSamplerBackward);
+}
+
+}  // namespace tpu::aten
