@@ -6,7 +6,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import assert_close
+from conftest import assert_close, nonfinite_ok
 
 CPU_ERROR_FACTOR = 4
 RTOL = ATOL = 1e-5
@@ -257,3 +257,60 @@ def test_grid_sample(mode, interp, padding, align):
 def test_grid_sample_bad_input(mode):
     with pytest.raises(RuntimeError, match="grid"):
         F.grid_sample(torch.randn(1, 2, 4, 4, device="tpu"), torch.rand(1, 3, 3, 3, device="tpu"), align_corners=False)
+
+
+# ---- TransformerEncoderLayer / MultiheadAttention inference fast paths ------------------------------
+
+def run_no_grad(make, device, dtype, *inputs, **kwargs):
+    torch.manual_seed(0)
+    m = make().to(device=device, dtype=dtype).eval()
+    with torch.no_grad():
+        return m(*[x.to(device=device, dtype=dtype if x.is_floating_point() else x.dtype) for x in inputs], **kwargs)
+
+
+@pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")])
+@pytest.mark.parametrize("masked", [False, True])
+def test_transformer_encoder_layer_fast_path(mode, norm_first, activation, masked):
+    make = lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, activation=activation, batch_first=True,
+                                              norm_first=norm_first)
+    x = torch.randn(3, 5, 8, generator=gen())
+    kw = {}
+    if masked:
+        kw_cpu = dict(src_key_padding_mask=torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]]))
+    else:
+        kw_cpu = {}
+    res = [run_no_grad(make, d, t, x, **{k: v.to(d) for k, v in kw_cpu.items()})
+           for d, t in (("tpu", torch.float32), ("cpu", torch.float32), ("cpu", torch.float64))]
+    assert_as_accurate(*res, "encoder layer output")
+    torch.manual_seed(0)
+    import unittest.mock
+    with unittest.mock.patch.object(torch, "_transformer_encoder_layer_fwd", side_effect=AssertionError("fast path")):
+        with pytest.raises(AssertionError, match="fast path"):  # the fast path really ran
+            run_no_grad(make, "tpu", torch.float32, x)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_multihead_attention_fast_path(mode, masked):
+    make = lambda: nn.MultiheadAttention(8, 2, batch_first=True)
+    x = torch.randn(2, 4, 8, generator=gen())
+    mask = torch.tensor([[False, False, True, True], [False] * 4]) if masked else None
+    res = []
+    for d, t in (("tpu", torch.float32), ("cpu", torch.float32), ("cpu", torch.float64)):
+        kw = dict(need_weights=False, key_padding_mask=None if mask is None else mask.to(d))
+        res.append(run_no_grad(make, d, t, x, x, x, **kw)[0])
+    assert_as_accurate(*res, "attention output")
+
+
+def test_masked_softmax(mode):
+    x = torch.randn(2, 2, 3, 3, generator=gen())
+    m = torch.tensor([[False, True, False], [True, True, True]])
+    rand = torch.rand(2, 2, 3, 3, generator=gen(1)) > 0.5
+    rand[..., 0] = False
+    for mask, mt in [(m[:1].expand(2, 3).contiguous(), 1), (rand, 2), (m[:1].expand(3, 3).contiguous(), 0)]:
+        e = torch._masked_softmax(x, mask, 3, mt)
+        assert_close(torch._masked_softmax(x.to("tpu"), mask.to("tpu"), 3, mt), e)
+    full = torch.zeros(2, 2, 3, 3, dtype=torch.bool)
+    full[0, 0, 1] = True  # a fully masked row is NaN, as on CPU
+    with nonfinite_ok():
+        assert_close(torch._masked_softmax(x.to("tpu"), full.to("tpu"), 3, 2), torch._masked_softmax(x, full, 3, 2),
+                     equal_nan=True)
