@@ -314,3 +314,14 @@ def test_masked_softmax(mode):
     with nonfinite_ok():
         assert_close(torch._masked_softmax(x.to("tpu"), full.to("tpu"), 3, 2), torch._masked_softmax(x, full, 3, 2),
                      equal_nan=True)
+
+
+# ---- antialiased interpolate ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("interp", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("size,scale,align", [((4, 3), None, False), ((11, 5), None, True), (None, 0.4, False),
+                                              ((9, 14), None, False)])
+def test_interpolate_antialias(mode, interp, size, scale, align):
+    x = torch.randn(2, 3, 10, 7, generator=gen())
+    check_fn(lambda x: F.interpolate(x, size=size, scale_factor=scale, mode=interp, align_corners=align,
+                                     antialias=True), x)
