@@ -325,3 +325,32 @@ def test_interpolate_antialias(mode, interp, size, scale, align):
     x = torch.randn(2, 3, 10, 7, generator=gen())
     check_fn(lambda x: F.interpolate(x, size=size, scale_factor=scale, mode=interp, align_corners=align,
                                      antialias=True), x)
+
+
+# ---- segment_reduce -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 0.5])
+def test_segment_reduce(mode, reduce, initial):
+    data = torch.randn(7, 3, generator=gen())
+    data[2, 1] = 0.0  # a zero in a prod segment
+    lengths = torch.tensor([2, 0, 4, 1])
+    fn = lambda d: torch.segment_reduce(d, reduce, lengths=lengths.to(d.device), initial=initial)
+    with nonfinite_ok():  # an empty segment's mean is NaN, its max -inf, as on CPU
+        out = fn(data.to("tpu"))
+        assert_close(out, fn(data), equal_nan=True)
+    # gradients (the empty segment gets none)
+    check = lambda d: fn(d)[[0, 2, 3]]
+    check_fn(check, data)
+    offsets = torch.tensor([0, 2, 2, 6, 7])
+    fo = lambda d: torch.segment_reduce(d, reduce, offsets=offsets.to(d.device), initial=initial)[[0, 2, 3]]
+    check_fn(fo, data)
+
+
+def test_segment_reduce_2d_lengths(mode):
+    data = torch.randn(2, 5, 3, generator=gen())
+    lengths = torch.tensor([[2, 3], [4, 1]])
+    check_fn(lambda d: torch.segment_reduce(d, "sum", lengths=lengths.to(d.device), axis=1), data)
+    check_fn(lambda d: torch.segment_reduce(d, "max", lengths=lengths.to(d.device), axis=1), data)
+    with pytest.raises(RuntimeError, match="unsupported reduction"):
+        torch.segment_reduce(data.to("tpu"), "median", lengths=lengths.to("tpu"), axis=1)
