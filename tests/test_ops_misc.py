@@ -354,3 +354,44 @@ def test_segment_reduce_2d_lengths(mode):
     check_fn(lambda d: torch.segment_reduce(d, "max", lengths=lengths.to(d.device), axis=1), data)
     with pytest.raises(RuntimeError, match="unsupported reduction"):
         torch.segment_reduce(data.to("tpu"), "median", lengths=lengths.to("tpu"), axis=1)
+
+
+# ---- ctc_loss -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("concatenated", [False, True])
+def test_ctc_loss(mode, reduction, concatenated):
+    t_len, n, c = 8, 3, 5
+    logits = torch.randn(t_len, n, c, generator=gen())
+    targets = torch.tensor([[1, 2, 2, 4], [3, 1, 0, 0], [4, 4, 2, 0]])  # repeats need a blank between
+    tgt_len = torch.tensor([4, 2, 3])
+    in_len = torch.tensor([8, 5, 7])
+    if concatenated:
+        targets = torch.cat([targets[i, :l] for i, l in enumerate(tgt_len.tolist())])
+    fn = lambda x: F.ctc_loss(x.log_softmax(2), targets.to(x.device), in_len, tgt_len, blank=0, reduction=reduction)
+    check_fn(fn, logits)
+
+
+def test_ctc_loss_zero_infinity_and_blank(mode):
+    logits = torch.randn(4, 2, 4, generator=gen())
+    targets = torch.tensor([[1, 1, 1], [2, 3, 0]])  # sample 0 needs 5 frames: impossible in 3
+    in_len, tgt_len = torch.tensor([3, 4]), torch.tensor([3, 2])
+    for zi in (True, False):
+        fn = lambda x: F.ctc_loss(x.log_softmax(2), targets.to(x.device), in_len, tgt_len, blank=0,
+                                  reduction="none", zero_infinity=zi)
+        if zi:
+            check_fn(fn, logits)
+        else:
+            with nonfinite_ok():
+                assert_close(fn(logits.to("tpu")), fn(logits))
+    fn = lambda x: F.ctc_loss(x.log_softmax(2), (targets.to(x.device) + 1) % 4, in_len, torch.tensor([1, 2]),
+                              blank=3, reduction="sum")
+    check_fn(fn, logits)
+
+
+def test_ctc_loss_module_tensor_lengths(mode):
+    logits = torch.randn(6, 2, 4, generator=gen())
+    targets = torch.tensor([[1, 2], [3, 3]])
+    loss = nn.CTCLoss()
+    check_fn(lambda x: loss(x.log_softmax(2), targets.to(x.device), torch.tensor([6, 6]).to(x.device),
+                            torch.tensor([2, 2]).to(x.device)), logits)
