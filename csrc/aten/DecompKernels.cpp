@@ -1,0 +1,150 @@
+// Orthogonal decompositions: linalg_qr, _linalg_eigh, _linalg_svd (what torch.linalg.qr / eigh / eigvalsh /
+// svd / svdvals / pinv / matrix_norm(ord=2) / matrix_rank and nn.init.orthogonal_ reach). One program per
+// call, the while loops of lowering/Decomp.cpp. Gradients come from PyTorch's formulas (derivatives.yaml)
+// on these outputs. float32 and float64.
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/library.h>
+
+#include "OpRunner.h"
+#include "csrc/lowering/Decomp.h"
+
+namespace tpu::aten {
+namespace {
+
+void checkInput(const at::Tensor& a, const char* op) {
+  TORCH_CHECK(a.dim() >= 2, op, ": The input tensor A must have at least 2 dimensions.");
+  TORCH_CHECK(a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble, op,
+              ": expected a float32 or float64 input on tpu, got ", a.scalar_type(),
+              " (complex and reduced-precision inputs are not supported yet)");
+}
+
+std::vector<int64_t> with(c10::IntArrayRef batch, std::initializer_list<int64_t> tail) {
+  std::vector<int64_t> r(batch.begin(), batch.end());
+  r.insert(r.end(), tail);
+  return r;
+}
+c10::IntArrayRef batchOf(const at::Tensor& a) { return a.sizes().slice(0, a.dim() - 2); }
+
+hlo::Value sliceLast2(hlo::Builder& b, hlo::Value x, int64_t rows, int64_t cols) {
+  std::vector<int64_t> start(x.rank(), 0), limit(x.shape().begin(), x.shape().end()), st(x.rank(), 1);
+  limit[x.rank() - 2] = rows;
+  limit[x.rank() - 1] = cols;
+  return b.slice(x, start, limit, st);
+}
+
+// ---- QR ------------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&> qrOut(const at::Tensor& a, c10::string_view mode, at::Tensor& Q, at::Tensor& R) {
+  checkInput(a, "linalg.qr");
+  TORCH_CHECK(mode == "reduced" || mode == "complete" || mode == "r", "qr received unrecognized mode '", mode,
+              "' but expected one of 'reduced' (default), 'r', or 'complete'");
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  bool complete = mode == "complete", wantQ = mode != "r";
+  auto batch = batchOf(a);
+  at::native::resize_output(Q, wantQ ? with(batch, {m, complete ? m : k}) : std::vector<int64_t>{0});
+  at::native::resize_output(R, with(batch, {complete ? m : k, n}));
+  if (a.numel() == 0) {
+    if (wantQ && Q.numel() > 0) Q.copy_(at::eye(m, Q.options()).narrow(1, 0, Q.size(-1)).expand(Q.sizes()));
+    R.zero_();
+    return {Q, R};
+  }
+  at::Tensor r = R;
+  Op op = TPU_OP("aten::linalg_qr");
+  op.in(a).attr(complete).attr(wantQ);
+  if (wantQ) op.out(Q);
+  op.out(R).run([&](hlo::Builder& b, Values in, Values) {
+    auto [q, rr] = lowering::householderQr(b, in[0]);
+    ValueList res;
+    if (wantQ) res.push_back(complete ? q : sliceLast2(b, q, m, k));
+    res.push_back(complete ? rr : sliceLast2(b, rr, k, n));
+    return res;
+  });
+  return {Q, R};
+}
+std::tuple<at::Tensor, at::Tensor> qr(const at::Tensor& a, c10::string_view mode) {
+  at::Tensor Q = at::empty({0}, a.options()), R = at::empty({0}, a.options());
+  qrOut(a, mode, Q, R);
+  return {Q, R};
+}
+
+// ---- eigh ----------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&> eighOut(const at::Tensor& a, c10::string_view uplo, bool computeV,
+                                             at::Tensor& vals, at::Tensor& vecs) {
+  checkInput(a, "linalg.eigh");
+  TORCH_CHECK(a.size(-1) == a.size(-2), "linalg.eigh: A must be batches of square matrices, but they are ",
+              a.size(-2), " by ", a.size(-1), " matrices");
+  TORCH_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", "Expected UPLO argument to be 'L' or 'U', "
+              "but got ", uplo);
+  bool lower = uplo == "L" || uplo == "l";
+  int64_t n = a.size(-1);
+  auto batch = batchOf(a);
+  at::native::resize_output(vals, with(batch, {n}));
+  at::native::resize_output(vecs, computeV ? with(batch, {n, n}) : std::vector<int64_t>{0});
+  if (a.numel() == 0) return {vals, vecs};
+  Op op = TPU_OP("aten::_linalg_eigh");
+  op.in(a).attr(lower).attr(computeV).out(vals);
+  if (computeV) op.out(vecs);
+  op.run([&](hlo::Builder& b, Values in, Values) {
+    auto [w, v] = lowering::eighJacobi(b, in[0], lower);
+    return computeV ? ValueList{w, v} : ValueList{w};
+  });
+  return {vals, vecs};
+}
+std::tuple<at::Tensor, at::Tensor> eigh(const at::Tensor& a, c10::string_view uplo, bool computeV) {
+  at::Tensor w = at::empty({0}, a.options()), v = at::empty({0}, a.options());
+  eighOut(a, uplo, computeV, w, v);
+  return {w, v};
+}
+
+// ---- SVD -----------------------------------------------------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> svdOut(const at::Tensor& a, bool full, bool computeUV,
+                                                         std::optional<c10::string_view>, at::Tensor& U,
+                                                         at::Tensor& S, at::Tensor& Vh) {
+  checkInput(a, "linalg.svd");
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  auto batch = batchOf(a);
+  at::native::resize_output(S, with(batch, {k}));
+  at::native::resize_output(U, computeUV ? with(batch, {m, full ? m : k}) : std::vector<int64_t>{0});
+  at::native::resize_output(Vh, computeUV ? with(batch, {full ? n : k, n}) : std::vector<int64_t>{0});
+  if (a.numel() == 0) {
+    if (computeUV && U.numel() > 0) U.copy_(at::eye(m, U.options()).narrow(1, 0, U.size(-1)).expand(U.sizes()));
+    if (computeUV && Vh.numel() > 0) Vh.copy_(at::eye(n, Vh.options()).narrow(0, 0, Vh.size(-2)).expand(Vh.sizes()));
+    return {U, S, Vh};
+  }
+  Op op = TPU_OP("aten::_linalg_svd");
+  op.in(a).attr(full).attr(computeUV);
+  if (computeUV) op.out(U);
+  op.out(S);
+  if (computeUV) op.out(Vh);
+  op.run([&](hlo::Builder& b, Values in, Values) {
+    lowering::SvdResult r = lowering::svdJacobi(b, in[0], full);
+    if (!computeUV) return ValueList{r.s};
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < r.v.rank(); ++i) perm.push_back(i);
+    std::swap(perm[r.v.rank() - 1], perm[r.v.rank() - 2]);
+    return ValueList{r.u, r.s, b.transpose(r.v, perm)};
+  });
+  return {U, S, Vh};
+}
+std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& a, bool full, bool computeUV,
+                                                   std::optional<c10::string_view> driver) {
+  at::Tensor U = at::empty({0}, a.options()), S = at::empty({0}, a.options()), Vh = at::empty({0}, a.options());
+  svdOut(a, full, computeUV, driver, U, S, Vh);
+  return {U, S, Vh};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_qr", qr);
+  m.impl("linalg_qr.out", qrOut);
+  m.impl("_linalg_eigh", eigh);
+  m.impl("_linalg_eigh.eigenvalues", eighOut);
+  m.impl("_linalg_svd", svd);
+  m.impl("_linalg_svd.U", svdOut);
+}
+
+}  // namespace tpu::aten
