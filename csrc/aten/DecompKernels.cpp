@@ -136,6 +136,59 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd(const at::Tensor& a, bool ful
   return {U, S, Vh};
 }
 
+// ---- lstsq ---------------------------------------------------------------------------------------
+
+// The minimum-norm least-squares solution through the SVD (what gelsd / gelss compute; gelsy's complete
+// orthogonal factorisation gives the same solution), rank = #{s > rcond * s_max}. Which outputs are filled
+// follows CPU's drivers: rank for gelsy/gelsd/gelss, singular values for gelsd/gelss, residuals when
+// m > n for gels, and for gelsd/gelss when every matrix has full rank.
+std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> lstsqOut(
+    const at::Tensor& a, const at::Tensor& bIn, std::optional<double> rcond, std::optional<c10::string_view> driverOpt,
+    at::Tensor& solution, at::Tensor& residuals, at::Tensor& rank, at::Tensor& sv) {
+  checkInput(a, "torch.linalg.lstsq");
+  TORCH_CHECK(bIn.dim() >= 1, "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() and "
+              "(input.dim() - other.dim()) <= 1");
+  TORCH_CHECK(a.scalar_type() == bIn.scalar_type(), "torch.linalg.lstsq: Expected input and other to have the same "
+              "dtype, but got input's dtype ", a.scalar_type(), " and other's dtype ", bIn.scalar_type());
+  std::string driver = driverOpt.has_value() ? std::string(*driverOpt) : "gelsy";
+  TORCH_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss",
+              "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  bool vec = bIn.dim() == a.dim() - 1;
+  TORCH_CHECK(vec || bIn.dim() == a.dim(), "torch.linalg.lstsq: input.dim() must be greater or equal to other.dim() "
+              "and (input.dim() - other.dim()) <= 1");
+  at::Tensor b = vec ? bIn.unsqueeze(-1) : bIn;
+  int64_t m = a.size(-2), n = a.size(-1);
+  TORCH_CHECK(b.size(-2) == m, "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  auto batch = at::infer_size(batchOf(a), batchOf(b));
+  at::Tensor A = a.expand(with(batch, {m, n})), B = b.expand(with(batch, {m, b.size(-1)}));
+  double eps = a.scalar_type() == at::kDouble ? 2.220446049250313e-16 : 1.1920928955078125e-07;
+  double rc = rcond.has_value() && *rcond > 0 ? *rcond : eps * static_cast<double>(std::max(m, n));
+  auto [U, S, Vh] = at::_linalg_svd(A, false, true, std::nullopt);
+  at::Tensor keep = S > (S.narrow(-1, 0, std::min<int64_t>(1, S.size(-1))) * rc);
+  at::Tensor inv = at::where(keep, 1.0 / at::where(keep, S, at::ones({}, S.options())), at::zeros({}, S.options()));
+  at::Tensor x = at::matmul(Vh.mT(), inv.unsqueeze(-1) * at::matmul(U.mT(), B));
+  at::Tensor r = keep.sum(-1);
+  at::Tensor sol = vec ? x.squeeze(-1) : x;
+  at::native::resize_output(solution, sol.sizes());
+  solution.copy_(sol);
+  bool wantRank = driver != "gels", wantSv = driver == "gelsd" || driver == "gelss";
+  at::native::resize_output(rank, wantRank ? r.sizes() : c10::IntArrayRef{0});
+  if (wantRank) rank.copy_(r);
+  at::native::resize_output(sv, wantSv ? S.sizes() : c10::IntArrayRef{0});
+  if (wantSv) sv.copy_(S);
+  bool wantRes = m > n && driver != "gelsy";
+  if (wantRes && driver != "gels") wantRes = (r == n).all().cpu().item<bool>();
+  if (wantRes) {
+    at::Tensor res = (at::matmul(A, x) - B).square().sum(-2);
+    if (vec) res = res.squeeze(-1);
+    at::native::resize_output(residuals, res.sizes());
+    residuals.copy_(res);
+  } else {
+    at::native::resize_output(residuals, {0});
+  }
+  return {solution, residuals, rank, sv};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -145,6 +198,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_eigh.eigenvalues", eighOut);
   m.impl("_linalg_svd", svd);
   m.impl("_linalg_svd.U", svdOut);
+  m.impl("linalg_lstsq.out", lstsqOut);
 }
 
 }  // namespace tpu::aten
