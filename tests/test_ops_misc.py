@@ -224,6 +224,7 @@ def test_multi_margin_loss(mode, p, reduction):
     check_fn(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, margin=0.7, reduction=reduction), x)
     check_fn(lambda x: F.multi_margin_loss(x, y.to(x.device), p=p, weight=w.to(x.device, x.dtype), reduction=reduction), x)
     check_fn(lambda x: F.multi_margin_loss(x, y[1].to(x.device), p=p, reduction=reduction), x[0])
+    check_fn(lambda x: F.multi_margin_loss(x, torch.tensor(0, device=x.device), p=p, reduction=reduction), x[0, 0])
     with pytest.raises(RuntimeError, match="only p == 1 and p == 2"):
         torch.ops.aten.multi_margin_loss(x.to("tpu"), y.to("tpu"), 3)
     with pytest.raises(RuntimeError, match="inconsistent target size"):
@@ -242,7 +243,7 @@ def test_cdist(mode, p):
 
 # ---- grid_sample ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("interp", ["bilinear", "nearest"])
+@pytest.mark.parametrize("interp", ["bilinear", "nearest", "bicubic"])
 @pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
 @pytest.mark.parametrize("align", [False, True])
 def test_grid_sample(mode, interp, padding, align):

@@ -1,7 +1,8 @@
 // grid_sampler_2d and its backward (F.grid_sample on 4-d input), composed of tpu ops with ATen's
 // GridSampler.h rules: unnormalize (align_corners), border clipping and reflection (with the gradient of
-// each), bilinear and nearest interpolation (round half to even, as nearbyint). Corners are read with a
-// gather on the flattened (H*W) plane and the input gradient is a scatter_add into it.
+// each), bilinear, nearest (round half to even, as nearbyint) and bicubic (A = -0.75, each of the 16 taps
+// padded on its own) interpolation. Corners are read with a gather on the flattened (H*W) plane and the
+// input gradient is a scatter_add into it.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -35,10 +36,8 @@ Coord clip(const Coord& c, int64_t size) {
 }
 
 // Source coordinate along one axis of `size` pixels from normalised grid values in [-1, 1].
-Coord sourceIndex(const at::Tensor& g, int64_t size, int64_t padding, bool align) {
+Coord pad(Coord c, int64_t size, int64_t padding, bool align) {
   double s = static_cast<double>(size);
-  Coord c = align ? Coord{(g + 1) / 2 * (s - 1), at::full_like(g, (s - 1) / 2)}
-                  : Coord{((g + 1) * s - 1) / 2, at::full_like(g, s / 2)};
   if (padding == kBorder) {
     c = clip(c, size);
   } else if (padding == kReflection) {
@@ -47,11 +46,20 @@ Coord sourceIndex(const at::Tensor& g, int64_t size, int64_t padding, bool align
   }
   return c;
 }
+// Bicubic pads each of its taps instead (ATen's get_value_bounded), so only unnormalise it.
+Coord sourceIndex(const at::Tensor& g, int64_t size, int64_t padding, bool align, bool bicubic) {
+  double s = static_cast<double>(size);
+  Coord c = align ? Coord{(g + 1) / 2 * (s - 1), at::full_like(g, (s - 1) / 2)}
+                  : Coord{((g + 1) * s - 1) / 2, at::full_like(g, s / 2)};
+  return bicubic ? c : pad(c, size, padding, align);
+}
 
 struct Plan {
   at::Tensor flat;  // input as (N, C, H*W)
   int64_t n, ch, h, w, ho, wo;
   Coord ix, iy;  // (N, Ho*Wo)
+  int64_t padding;
+  bool align;
 };
 
 Plan plan(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding, bool align) {
@@ -60,17 +68,17 @@ Plan plan(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64
               "with sizes ", input.sizes(), " and grid with sizes ", grid.sizes());
   TORCH_CHECK(input.scalar_type() == grid.scalar_type(), "grid_sampler(): expected input and grid to have same "
               "dtype, but input has ", input.scalar_type(), " and grid has ", grid.scalar_type());
-  TORCH_CHECK(interp == kBilinear || interp == kNearest, "grid_sampler_2d: interpolation mode ",
-              interp == kBicubic ? "'bicubic'" : std::to_string(interp), " is not implemented for tpu yet; "
-              "use mode='bilinear' or 'nearest' (or TORCH_TPU_CPU_FALLBACK=1)");
+  TORCH_CHECK(interp == kBilinear || interp == kNearest || interp == kBicubic,
+              "grid_sampler_2d: unknown interpolation mode ", interp);
   TORCH_CHECK(padding >= kZeros && padding <= kReflection, "grid_sampler_2d: unknown padding mode ", padding);
   Plan p;
   p.n = input.size(0), p.ch = input.size(1), p.h = input.size(2), p.w = input.size(3);
   p.ho = grid.size(1), p.wo = grid.size(2);
   p.flat = input.reshape({p.n, p.ch, p.h * p.w});
   at::Tensor g = grid.reshape({p.n, p.ho * p.wo, 2});
-  p.ix = sourceIndex(g.select(2, 0), p.w, padding, align);
-  p.iy = sourceIndex(g.select(2, 1), p.h, padding, align);
+  p.ix = sourceIndex(g.select(2, 0), p.w, padding, align, interp == kBicubic);
+  p.iy = sourceIndex(g.select(2, 1), p.h, padding, align, interp == kBicubic);
+  p.padding = padding, p.align = align;
   return p;
 }
 
@@ -102,12 +110,54 @@ Corner nearest(const Plan& p) {
   return corner(p, at::round(p.ix.x).to(at::kLong), at::round(p.iy.x).to(at::kLong));
 }
 
+// ---- bicubic (A = -0.75, ATen's cubic convolution) ----
+constexpr double kA = -0.75;
+std::array<at::Tensor, 4> cubicWeights(const at::Tensor& t) {
+  auto c1 = [](const at::Tensor& x) { return ((kA + 2) * x - (kA + 3)) * x * x + 1; };
+  auto c2 = [](const at::Tensor& x) { return ((kA * x - 5 * kA) * x + 8 * kA) * x - 4 * kA; };
+  at::Tensor u = 1 - t;
+  return {c2(t + 1), c1(t), c1(u), c2(u + 1)};
+}
+// d(weight)/dt: ATen's coefficient gradients are taken w.r.t. the tap distance x = k - t (it subtracts them).
+std::array<at::Tensor, 4> cubicWeightsGrad(const at::Tensor& t) {
+  at::Tensor x0 = -1 - t, x1 = -t, x2 = 1 - t, x3 = 2 - t;
+  return {-((-3 * kA * x0 - 10 * kA) * x0 - 8 * kA), -((-3 * (kA + 2) * x1 - 2 * (kA + 3)) * x1),
+          -((3 * (kA + 2) * x2 - 2 * (kA + 3)) * x2), -((3 * kA * x3 - 10 * kA) * x3 + 8 * kA)};
+}
+struct Bicubic {
+  std::array<at::Tensor, 4> wx, wy, dwx, dwy;  // (N, 1, L)
+  std::array<at::Tensor, 4> xs, ys;            // padded integer tap coordinates (N, L)
+};
+Bicubic bicubic(const Plan& p) {
+  at::Tensor x0 = at::floor(p.ix.x), y0 = at::floor(p.iy.x);
+  at::Tensor tx = p.ix.x - x0, ty = p.iy.x - y0;
+  Bicubic r;
+  r.wx = cubicWeights(tx.unsqueeze(1)), r.wy = cubicWeights(ty.unsqueeze(1));
+  r.dwx = cubicWeightsGrad(tx.unsqueeze(1)), r.dwy = cubicWeightsGrad(ty.unsqueeze(1));
+  for (int k = 0; k < 4; ++k) {
+    at::Tensor xk = x0 + (k - 1), yk = y0 + (k - 1);
+    r.xs[k] = pad({xk, at::ones_like(xk)}, p.w, p.padding, p.align).x.to(at::kLong);
+    r.ys[k] = pad({yk, at::ones_like(yk)}, p.h, p.padding, p.align).x.to(at::kLong);
+  }
+  return r;
+}
+
 at::Tensor gridSampler(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
                        bool align) {
   Plan p = plan(input, grid, interp, padding, align);
   at::Tensor out;
   if (interp == kNearest) {
     out = read(p, nearest(p));
+  } else if (interp == kBicubic) {
+    Bicubic c = bicubic(p);
+    for (int i = 0; i < 4; ++i) {
+      at::Tensor rowSum;
+      for (int j = 0; j < 4; ++j) {
+        at::Tensor v = read(p, corner(p, c.xs[j], c.ys[i])) * c.wx[j];
+        rowSum = j == 0 ? v : rowSum + v;
+      }
+      out = i == 0 ? rowSum * c.wy[i] : out + rowSum * c.wy[i];
+    }
   } else {
     Bilinear b = bilinear(p);
     at::Tensor gx = 1 - b.fx, gy = 1 - b.fy;
@@ -130,6 +180,24 @@ std::tuple<at::Tensor, at::Tensor> gridSamplerBackward(const at::Tensor& gradOut
   if (interp == kNearest) {
     if (mask[0]) add(nearest(p), at::ones({}, input.options()));
     return {mask[0] ? gi.reshape(input.sizes()) : gi, mask[1] ? at::zeros_like(grid) : at::Tensor()};
+  }
+  if (interp == kBicubic) {
+    Bicubic c = bicubic(p);
+    at::Tensor gix = at::zeros({p.n, 1, p.ho * p.wo}, input.options()), giy = gix;
+    for (int i = 0; i < 4; ++i) {
+      for (int j = 0; j < 4; ++j) {
+        Corner k = corner(p, c.xs[j], c.ys[i]);
+        if (mask[0]) add(k, c.wx[j] * c.wy[i]);
+        if (mask[1]) {
+          at::Tensor vg = (read(p, k) * g).sum(1, true);
+          gix = gix + vg * c.dwx[j] * c.wy[i];
+          giy = giy + vg * c.wx[j] * c.dwy[i];
+        }
+      }
+    }
+    at::Tensor gg;
+    if (mask[1]) gg = at::stack({gix.squeeze(1) * p.ix.grad, giy.squeeze(1) * p.iy.grad}, 2).reshape(grid.sizes());
+    return {mask[0] ? gi.reshape(input.sizes()) : gi, gg};
   }
   Bilinear b = bilinear(p);
   at::Tensor gx = 1 - b.fx, gy = 1 - b.fy;

@@ -13,8 +13,11 @@ namespace {
 at::Tensor matrixExp(const at::Tensor& a) {
   TORCH_CHECK(a.dim() >= 2 && a.size(-1) == a.size(-2), "linalg.matrix_exp: A must be batches of square matrices, "
               "but they are ", a.dim() >= 2 ? a.size(-2) : 0, " by ", a.dim() >= 1 ? a.size(-1) : 0, " matrices");
-  TORCH_CHECK(a.scalar_type() == at::kFloat || a.scalar_type() == at::kDouble,
-              "linalg.matrix_exp: expected a float32 or float64 input on tpu, got ", a.scalar_type());
+  TORCH_CHECK(at::isFloatingType(a.scalar_type()), "linalg.matrix_exp: expected a floating-point input on tpu, got ",
+              a.scalar_type(), " (complex inputs are not supported yet)");
+  // float16 / bfloat16 compute in float32 (at least as accurate as CPU, which stays in the low precision).
+  if (a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16)
+    return matrixExp(a.to(at::kFloat)).to(a.scalar_type());
   int64_t n = a.size(-1);
   if (a.numel() == 0) return at::empty_like(a);
   if (n == 1) return a.exp();

@@ -64,10 +64,10 @@ struct Margin {
 };
 Margin marginArgs(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p, const OptTensor& weight) {
   TORCH_CHECK(p.toLong() == 1 || p.toLong() == 2, "multi_margin_loss: only p == 1 and p == 2 supported");
-  TORCH_CHECK((self.dim() == 2 && self.size(1) != 0) || (self.dim() == 1 && self.size(0) != 0),
+  TORCH_CHECK((self.dim() == 2 && self.size(1) != 0) || (self.dim() == 1 && self.size(0) != 0) || self.dim() == 0,
               "multi_margin_loss: Expected non-empty vector or matrix with optional 0-dim batch size, but got: ",
               self.sizes());
-  at::Tensor x = self.dim() == 1 ? self.unsqueeze(0) : self;
+  at::Tensor x = self.dim() == 2 ? self : self.reshape({1, -1});  // 0-d: one frame of one class, as CPU
   int64_t n = x.size(0), c = x.size(1);
   TORCH_CHECK(target.numel() == n && target.dim() <= 1, "inconsistent target size, expected ", n, " but got ",
               target.sizes());
@@ -91,7 +91,7 @@ at::Tensor multiMargin(const at::Tensor& self, const at::Tensor& target, const c
   at::Tensor l = z.sum(1) / static_cast<double>(m.c);
   if (reduction == at::Reduction::Mean) return l.mean();
   if (reduction == at::Reduction::Sum) return l.sum();
-  return self.dim() == 1 ? l.reshape(target.sizes()) : l;
+  return self.dim() < 2 ? l.reshape(target.sizes()) : l;
 }
 at::Tensor& multiMarginOut(const at::Tensor& self, const at::Tensor& target, const c10::Scalar& p,
                            const c10::Scalar& margin, const OptTensor& weight, int64_t reduction, at::Tensor& out) {
