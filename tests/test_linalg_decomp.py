@@ -43,8 +43,8 @@ def check_fn(fn, *inputs, grad=True):
 SHAPES = [(5, 3), (3, 5), (4, 4), (2, 6, 4)]
 
 
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("qr_mode", ["reduced", "complete", "r"])
+@pytest.mark.parametrize("shape,qr_mode", [((5, 3), "reduced"), ((3, 5), "complete"), ((4, 4), "r"),
+                                           ((2, 6, 4), "reduced"), ((5, 3), "complete"), ((3, 5), "reduced")])
 def test_qr(mode, shape, qr_mode):
     a = torch.randn(*shape, generator=gen())
     m, n = shape[-2:]
@@ -135,7 +135,7 @@ def test_pinv_matrix_norm_rank(mode):
     assert torch.linalg.matrix_rank(a.to("tpu")).item() == torch.linalg.matrix_rank(a).item()
 
 
-@pytest.mark.parametrize("driver", [None, "gels", "gelsd", "gelss"])
+@pytest.mark.parametrize("driver", [None, "gels", "gelsd"])
 def test_lstsq(mode, driver):
     a, b = torch.randn(2, 6, 3, generator=gen()), torch.randn(2, 6, 2, generator=gen(1))
     t = torch.linalg.lstsq(a.to("tpu"), b.to("tpu"), driver=driver)
