@@ -395,3 +395,32 @@ def test_ctc_loss_module_tensor_lengths(mode):
     loss = nn.CTCLoss()
     check_fn(lambda x: loss(x.log_softmax(2), targets.to(x.device), torch.tensor([6, 6]).to(x.device),
                             torch.tensor([2, 2]).to(x.device)), logits)
+
+
+# ---- repeat_interleave, pdist, multilabel_margin_loss -------------------------------------------
+
+def test_repeat_interleave(mode):
+    r = torch.tensor([2, 0, 3, 1])
+    assert_close(torch.repeat_interleave(r.to("tpu")), torch.repeat_interleave(r))
+    x = torch.randn(4, 3, generator=gen())
+    assert_close(x.to("tpu").repeat_interleave(r.to("tpu"), dim=0), x.repeat_interleave(r, dim=0))
+    assert_close(x.to("tpu").repeat_interleave(2, dim=1), x.repeat_interleave(2, dim=1))
+    assert_close(torch.repeat_interleave(r.to("tpu"), output_size=6), torch.repeat_interleave(r, output_size=6))
+    check_fn(lambda x: x.repeat_interleave(r.to(x.device), dim=0), x)
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.repeat_interleave(torch.tensor([1, -1], device="tpu"))
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 0.5, float("inf")])
+def test_pdist(mode, p):
+    x = torch.randn(5, 3, generator=gen())
+    x[3] = x[1]  # a zero distance
+    check_fn(lambda x: F.pdist(x, p=p), x)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_multilabel_margin_loss(mode, reduction):
+    x = torch.randn(3, 4, generator=gen())
+    t = torch.tensor([[3, 0, -1, 1], [1, 2, 3, -1], [-1, 0, 0, 0]])
+    check_fn(lambda x: F.multilabel_margin_loss(x, t.to(x.device), reduction=reduction), x)
+    check_fn(lambda x: F.multilabel_margin_loss(x, t[1].to(x.device), reduction=reduction), x[0])

@@ -193,6 +193,30 @@ at::Tensor bincount(const at::Tensor& self, const OptTensor& weights, int64_t mi
   return at::zeros({n}, opt).index_put_({self.to(at::kLong)}, val, true);
 }
 
+// ---- repeat_interleave ----------------------------------------------------------------------------
+
+// Output j holds the index i with cumsum(repeats)[i - 1] <= j < cumsum(repeats)[i]: an upper-bound search.
+// Without output_size the total (and CPU's non-negativity check) is read back, as on CPU.
+at::Tensor repeatInterleave(const at::Tensor& repeats, std::optional<c10::SymInt> outputSize) {
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeats has to be Long or Int tensor");
+  at::Tensor r = repeats.to(at::kLong);
+  int64_t total;
+  if (outputSize.has_value()) {
+    total = outputSize->expect_int();
+  } else if (r.numel() == 0) {
+    total = 0;
+  } else {
+    at::Tensor both = at::stack({r.sum(), r.min()}).cpu();
+    TORCH_CHECK(both[1].item<int64_t>() >= 0, "repeats can not be negative");
+    total = both[0].item<int64_t>();
+  }
+  if (total == 0 || r.numel() == 0) return at::empty({total}, repeats.options());
+  at::Tensor cum = r.cumsum(0);
+  return at::searchsorted(cum, at::arange(total, cum.options()), false, true).to(repeats.scalar_type());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -203,6 +227,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histogram.bin_ct", histogramBinCt);
   m.impl("histogram.bins_tensor", histogramBins);
   m.impl("bincount", bincount);
+  m.impl("repeat_interleave.Tensor", repeatInterleave);
 }
 
 }  // namespace tpu::aten

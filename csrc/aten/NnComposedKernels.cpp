@@ -1,7 +1,8 @@
 // nn kernels composed of tpu ops with CUDA's / CPU's formulas: weight norm (_weight_norm_interface and its
 // backward, what nn.utils.weight_norm and parametrizations.weight_norm call for dim 0 / last),
-// multi_margin_loss (+ backward), _cdist_forward / _cdist_backward (torch.cdist for p != 2 or without the
-// matmul path; the pairwise differences are materialised, (..., P, R, M)).
+// multi_margin_loss and multilabel_margin_loss (+ backwards), _cdist_forward / _cdist_backward (torch.cdist
+// for p != 2 or without the matmul path; the pairwise differences are materialised, (..., P, R, M)) and
+// _pdist_forward / _pdist_backward (the same on the pairs i < j).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
@@ -151,36 +152,113 @@ at::Tensor cdistForward(const at::Tensor& a, const at::Tensor& b, double p, std:
   return at::linalg_vector_norm(diff, p, {-1}, false);
 }
 
+// d||diff||_p / d(diff) times g, with CPU's rules where the distance (or, for p < 1, a difference) is zero.
+at::Tensor pairGrad(const at::Tensor& diff, const at::Tensor& d, const at::Tensor& g, double p) {
+  at::Tensor zero = at::zeros({}, diff.options());
+  if (p == 1) return g * diff.sign();
+  if (std::isinf(p)) return g * diff.sign() * (diff.abs() == d).to(diff.scalar_type());
+  // The masked-out cases (zero distance, and zero differences for p < 1) see 1 instead of 0 in the powers,
+  // so no intermediate is infinite (debug mode checks them); their result is 0 as on CPU.
+  at::Tensor one = at::ones({}, diff.options());
+  at::Tensor z = (d == 0);
+  at::Tensor sd = at::where(z, one, d);
+  if (p == 2) return at::where(z, zero, g * diff / sd);
+  if (p < 2) {
+    if (p < 1) z = z | (diff == 0);
+    at::Tensor ad = at::where(diff == 0, one, diff.abs());
+    return at::where(z, zero, diff.sign() * ad.pow(p - 1) * g / sd.pow(p - 1));
+  }
+  return at::where(z, zero, diff * diff.abs().pow(p - 2) * g / sd.pow(p - 1));
+}
+
 at::Tensor cdistBackward(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b, double p,
                          const at::Tensor& dist) {
   auto [x1, x2] = cdistExpand(a, b);
   at::Tensor diff = x1.unsqueeze(-2) - x2.unsqueeze(-3);
-  at::Tensor g = grad.unsqueeze(-1), d = dist.unsqueeze(-1);
-  at::Tensor zero = at::zeros({}, diff.options());
-  at::Tensor r;
-  if (p == 0 || diff.numel() == 0) {
-    return at::zeros(a.sizes(), a.options());
-  } else if (p == 1) {
-    r = g * diff.sign();
-  } else if (std::isinf(p)) {
-    r = g * diff.sign() * (diff.abs() == d).to(diff.scalar_type());
-  } else {
-    // The masked-out cases (zero distance, and zero differences for p < 1) see 1 instead of 0 in the powers,
-    // so no intermediate is infinite (debug mode checks them); their result is 0 as on CPU.
-    at::Tensor one = at::ones({}, diff.options());
-    at::Tensor z = (d == 0);
-    at::Tensor sd = at::where(z, one, d);
-    if (p == 2) {
-      r = at::where(z, zero, g * diff / sd);
-    } else if (p < 2) {
-      if (p < 1) z = z | (diff == 0);
-      at::Tensor ad = at::where(diff == 0, one, diff.abs());
-      r = at::where(z, zero, diff.sign() * ad.pow(p - 1) * g / sd.pow(p - 1));
-    } else {
-      r = at::where(z, zero, diff * diff.abs().pow(p - 2) * g / sd.pow(p - 1));
-    }
-  }
+  if (p == 0 || diff.numel() == 0) return at::zeros(a.sizes(), a.options());
+  at::Tensor r = pairGrad(diff, dist.unsqueeze(-1), grad.unsqueeze(-1), p);
   return r.sum(-2).sum_to_size(a.sizes()).contiguous();
+}
+
+// ---- pdist: the cdist of the rows with themselves, pairs i < j in row-major order ---------------------
+
+std::pair<at::Tensor, at::Tensor> pdistPairs(int64_t n, const at::Tensor& like) {
+  at::Tensor ij = at::triu_indices(n, n, 1, at::TensorOptions().dtype(at::kLong)).to(like.device());
+  return {ij[0], ij[1]};
+}
+at::Tensor pdistForward(const at::Tensor& self, double p) {
+  TORCH_CHECK(self.dim() == 2, "pdist only supports 2D tensors, got: ", self.dim(), "D");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "pdist only supports floating-point dtypes");
+  TORCH_CHECK(p >= 0, "pdist only supports non-negative p values");
+  int64_t n = self.size(0);
+  if (n <= 1) return at::empty({0}, self.options());
+  auto [i, j] = pdistPairs(n, self);
+  at::Tensor diff = self.index_select(0, i) - self.index_select(0, j);
+  if (self.size(1) == 0) return at::zeros({diff.size(0)}, self.options());
+  return at::linalg_vector_norm(diff, p, {1}, false);
+}
+at::Tensor pdistBackward(const at::Tensor& grad, const at::Tensor& self, double p, const at::Tensor& dist) {
+  int64_t n = self.size(0);
+  if (n <= 1 || p == 0 || self.numel() == 0) return at::zeros_like(self);
+  auto [i, j] = pdistPairs(n, self);
+  at::Tensor diff = self.index_select(0, i) - self.index_select(0, j);
+  at::Tensor r = pairGrad(diff, dist.unsqueeze(1), grad.unsqueeze(1), p);
+  return at::zeros_like(self).index_add(0, i, r).index_add(0, j, -r);
+}
+
+// ---- multilabel_margin_loss: targets are class lists ended by -1 ------------------------------------
+
+// is_target (N, C): the classes listed before the first -1 of each row.
+at::Tensor isTargetOf(const at::Tensor& target, int64_t c) {
+  at::Tensor t = target.to(at::kLong);
+  at::Tensor listed = (t < 0).to(at::kLong).cumsum(1) == 0;  // before the first -1
+  at::Tensor onehot = at::zeros({t.size(0), c}, t.options()).scatter_add(1, at::where(listed, t, 0).clamp(0, c - 1),
+                                                                        listed.to(at::kLong));
+  return onehot > 0;
+}
+
+std::tuple<at::Tensor, at::Tensor> multilabelMarginForward(const at::Tensor& self, const at::Tensor& target,
+                                                           int64_t reduction) {
+  TORCH_CHECK(self.dim() <= 2 && target.sizes() == self.sizes(), "multilabel_margin_loss: inconsistent target "
+              "size: ", target.sizes(), " for input of size: ", self.sizes());
+  TORCH_CHECK(self.dim() == 0 || self.size(-1) > 0, "multilabel_margin_loss: Expected non-empty vector or matrix "
+              "with optional 0-dim batch size, but got: ", self.sizes());
+  at::Tensor x = self.dim() == 2 ? self : self.reshape({1, -1});
+  at::Tensor t = target.reshape(x.sizes());
+  int64_t n = x.size(0), c = x.size(1);
+  at::Tensor isT = isTargetOf(t, c);
+  at::Tensor tl = t.to(at::kLong);
+  at::Tensor listed = (tl < 0).to(at::kLong).cumsum(1) == 0;
+  // loss_n = sum over listed targets j and non-target classes i of max(0, 1 - (x[j] - x[i])) / C.
+  at::Tensor xj = x.gather(1, at::where(listed, tl, 0).clamp(0, c - 1));     // (N, C): x at each listed target
+  at::Tensor z = (1 - (xj.unsqueeze(2) - x.unsqueeze(1))).clamp_min(0);       // (N, Cj, Ci)
+  at::Tensor use = listed.unsqueeze(2) & (~isT).unsqueeze(1);
+  at::Tensor l = at::where(use, z, at::zeros({}, z.options())).sum({1, 2}) / static_cast<double>(c);
+  // As CPU: 0-d and 1-d inputs give a 0-d loss also without reduction.
+  at::Tensor out = reduction == at::Reduction::Mean ? l.mean() : reduction == at::Reduction::Sum ? l.sum()
+                                                    : (self.dim() < 2 ? l.reshape({}) : l);
+  return {out, isT.to(self.scalar_type()).reshape(self.sizes())};
+}
+
+at::Tensor multilabelMarginBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
+                                    int64_t reduction, const at::Tensor&) {
+  at::Tensor x = self.dim() == 2 ? self : self.reshape({1, -1});
+  at::Tensor t = target.reshape(x.sizes());
+  int64_t n = x.size(0), c = x.size(1);
+  at::Tensor isT = isTargetOf(t, c);
+  at::Tensor tl = t.to(at::kLong);
+  at::Tensor listed = (tl < 0).to(at::kLong).cumsum(1) == 0;
+  at::Tensor jIdx = at::where(listed, tl, 0).clamp(0, c - 1);
+  at::Tensor xj = x.gather(1, jIdx);
+  at::Tensor active = ((1 - (xj.unsqueeze(2) - x.unsqueeze(1))) > 0) & listed.unsqueeze(2) & (~isT).unsqueeze(1);
+  at::Tensor h = active.to(x.scalar_type()) / static_cast<double>(c);  // (N, Cj, Ci)
+  // +h to x[i], -h to x[j].
+  at::Tensor gi = h.sum(1) - at::zeros_like(x).scatter_add(1, jIdx, h.sum(2));
+  at::Tensor go = grad;
+  if (reduction == at::Reduction::None && grad.dim() > 0) go = grad.reshape({n, 1});
+  gi = gi * go;
+  if (reduction == at::Reduction::Mean) gi = gi / static_cast<double>(n);
+  return gi.reshape(self.sizes());
 }
 
 }  // namespace
@@ -194,6 +272,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multi_margin_loss_backward.grad_input", multiMarginBackwardOut);
   m.impl("_cdist_forward", cdistForward);
   m.impl("_cdist_backward", cdistBackward);
+  m.impl("_pdist_forward", pdistForward);
+  m.impl("_pdist_backward", pdistBackward);
+  m.impl("multilabel_margin_loss_forward", multilabelMarginForward);
+  m.impl("multilabel_margin_loss_backward", multilabelMarginBackward);
 }
 
 }  // namespace tpu::aten
