@@ -167,3 +167,18 @@ def test_bad_input(mode):
         torch.linalg.qr(torch.randn(3, 4, device="tpu"), mode="full")
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):
         torch.linalg.svd(torch.randn(3, device="tpu"))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4)])
+def test_geqrf_householder_product_ormqr(mode, shape):
+    a = torch.randn(*shape, generator=gen())
+    check_fn(torch.geqrf, a, grad=False)
+    qr, tau = torch.geqrf(a)
+    m, n = shape[-2:]
+    if m >= n:
+        check_fn(torch.linalg.householder_product, qr, tau)
+    c = torch.randn(*shape[:-2], m, 2, generator=gen(1))
+    for left, transpose in [(True, False), (True, True)]:
+        check_fn(lambda q, t, c: torch.ormqr(q, t, c, left, transpose), qr, tau, c, grad=False)
+    cr = torch.randn(*shape[:-2], 2, m, generator=gen(2))
+    check_fn(lambda q, t, c: torch.ormqr(q, t, c, False, True), qr, tau, cr, grad=False)

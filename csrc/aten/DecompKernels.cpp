@@ -68,6 +68,78 @@ std::tuple<at::Tensor, at::Tensor> qr(const at::Tensor& a, c10::string_view mode
   return {Q, R};
 }
 
+// ---- geqrf / householder_product / ormqr ------------------------------------------------------------
+
+std::tuple<at::Tensor&, at::Tensor&> geqrfOut(const at::Tensor& a, at::Tensor& qr, at::Tensor& tau) {
+  checkInput(a, "geqrf");
+  int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  at::native::resize_output(qr, a.sizes());
+  at::native::resize_output(tau, with(batchOf(a), {k}));
+  if (a.numel() == 0) return {qr, tau};
+  TPU_OP("aten::geqrf").in(a).out(qr).out(tau).run([&](hlo::Builder& b, Values in, Values) {
+    auto [c, t] = lowering::householderQrCompact(b, in[0]);
+    return ValueList{c, t};
+  });
+  return {qr, tau};
+}
+std::tuple<at::Tensor, at::Tensor> geqrf(const at::Tensor& a) {
+  at::Tensor qr = at::empty({0}, a.options()), tau = at::empty({0}, a.options());
+  geqrfOut(a, qr, tau);
+  return {qr, tau};
+}
+
+at::Tensor& householderProductOut(const at::Tensor& a, const at::Tensor& tau, at::Tensor& out) {
+  checkInput(a, "torch.linalg.householder_product");
+  TORCH_CHECK(a.size(-2) >= a.size(-1), "torch.linalg.householder_product: input.shape[-2] must be greater than or "
+              "equal to input.shape[-1]");
+  TORCH_CHECK(a.size(-1) >= tau.size(-1), "torch.linalg.householder_product: input.shape[-1] must be greater than or "
+              "equal to tau.shape[-1]");
+  TORCH_CHECK(tau.dim() == a.dim() - 1 && tau.sizes().slice(0, tau.dim() - 1) == batchOf(a),
+              "torch.linalg.householder_product: Expected batch dimensions of tau to be equal to input.shape[:-2], "
+              "but got ", tau.sizes());
+  TORCH_CHECK(tau.scalar_type() == a.scalar_type(), "torch.linalg.householder_product: tau dtype ",
+              tau.scalar_type(), " does not match input dtype ", a.scalar_type());
+  at::native::resize_output(out, a.sizes());
+  if (a.numel() == 0) return out;
+  if (tau.size(-1) == 0) {
+    out.copy_(at::eye(a.size(-2), a.size(-1), a.options()).expand(a.sizes()));
+    return out;
+  }
+  TPU_OP("aten::linalg_householder_product").in(a).in(tau).out(out).run([&](hlo::Builder& b, Values in, Values) {
+    return ValueList{lowering::householderProduct(b, in[0], in[1])};
+  });
+  return out;
+}
+at::Tensor householderProduct(const at::Tensor& a, const at::Tensor& tau) {
+  at::Tensor out = at::empty({0}, a.options());
+  return householderProductOut(a, tau, out);
+}
+
+// Q (m x m, from the reflectors of `a`) times `other`: Q C, Q^T C (left) or C Q, C Q^T.
+at::Tensor& ormqrOut(const at::Tensor& a, const at::Tensor& tau, const at::Tensor& other, bool left, bool transpose,
+                     at::Tensor& out) {
+  checkInput(a, "torch.ormqr");
+  TORCH_CHECK(other.dim() == a.dim(), "torch.ormqr: input and other must have the same number of dimensions");
+  int64_t m = left ? other.size(-2) : other.size(-1);
+  TORCH_CHECK(a.size(-2) == m, "torch.ormqr: input.shape[-2] must be equal to other.shape[", left ? -2 : -1, "]");
+  TORCH_CHECK(tau.size(-1) <= a.size(-1), "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]");
+  // Full Q: pad the reflectors to m columns (tau 0: identity reflections).
+  int64_t cols = a.size(-1);
+  at::Tensor full = cols >= m ? a.narrow(-1, 0, m)
+                              : at::cat({a, at::zeros(with(batchOf(a), {m, m - cols}), a.options())}, -1);
+  at::Tensor t = tau.size(-1) >= m ? tau.narrow(-1, 0, m)
+                                   : at::cat({tau, at::zeros(with(batchOf(a), {m - tau.size(-1)}), tau.options())}, -1);
+  at::Tensor q = householderProduct(full, t);
+  if (transpose) q = q.mT();
+  at::Tensor r = left ? at::matmul(q, other) : at::matmul(other, q);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+at::Tensor ormqr(const at::Tensor& a, const at::Tensor& tau, const at::Tensor& other, bool left, bool transpose) {
+  at::Tensor out = at::empty({0}, a.options());
+  return ormqrOut(a, tau, other, left, transpose, out);
+}
+
 // ---- eigh ----------------------------------------------------------------------------------------
 
 std::tuple<at::Tensor&, at::Tensor&> eighOut(const at::Tensor& a, c10::string_view uplo, bool computeV,
@@ -194,6 +266,12 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> lstsqOut(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_qr", qr);
   m.impl("linalg_qr.out", qrOut);
+  m.impl("geqrf", geqrf);
+  m.impl("geqrf.a", geqrfOut);
+  m.impl("linalg_householder_product", householderProduct);
+  m.impl("linalg_householder_product.out", householderProductOut);
+  m.impl("ormqr", ormqr);
+  m.impl("ormqr.out", ormqrOut);
   m.impl("_linalg_eigh", eigh);
   m.impl("_linalg_eigh.eigenvalues", eighOut);
   m.impl("_linalg_svd", svd);

@@ -223,6 +223,73 @@ std::pair<Value, Value> householderQr(Builder& b, Value a) {
   return {out[1], out[0]};
 }
 
+std::pair<Value, Value> householderQrCompact(Builder& b, Value a) {
+  const Shape& s = a.shape();
+  int64_t nb = a.rank() - 2, m = s[nb], n = s[nb + 1], k = std::min(m, n);
+  Shape ts(s.begin(), s.end() - 2);
+  ts.push_back(k);
+  Value tau0 = b.full(Type{a.dtype(), ts}, 0);
+  auto out = forLoop(b, s64(b, 0), s64(b, k), {a, tau0}, [&](Builder& r, Value j, std::span<const Value> v) {
+    Value R = v[0], tau = v[1];
+    Mat mr{r, R};
+    Value col = mr.col(j);
+    Shape vs = mr.vecShape(m);
+    Value ri = r.iota(Type{DType::S64, vs}, nb), jb = r.broadcast(j, vs);
+    Value below = r.compare(Cmp::GT, ri, jb), at = r.compare(Cmp::EQ, ri, jb);
+    Value zero = zerosLike(r, col);
+    Value xj = sumOver(r, where(r, at, col, zero), nb);
+    Value sigma2 = sumOver(r, where(r, below, r.mul(col, col), zero), nb);
+    Value beta = r.neg(r.mul(sign1(r, xj), r.unary("sqrt", r.add(r.mul(xj, xj), sigma2))));
+    Value active = r.compare(Cmp::GT, sigma2, zerosLike(r, sigma2));
+    Value one = r.scalarLike(xj, 1);
+    // dlarfg: v = x / (x_j - beta) below j (v_j = 1), tau = (beta - x_j) / beta.
+    Value denom = where(r, active, r.sub(xj, beta), one);
+    Value vvec = r.add(where(r, below, r.div(col, bcast(r, denom, vs, nb)), zero), where(r, at, r.scalarLike(col, 1), zero));
+    Value t = where(r, active, r.div(r.sub(beta, xj), where(r, active, beta, one)), zerosLike(r, xj));
+    // R -= tau v (v^T R) on columns >= j (the columns before hold earlier reflectors), then column j holds
+    // beta on the diagonal and v below it.
+    Value vR = sumOver(r, r.mul(bcast(r, vvec, R.shape(), nb, nb), R), nb);
+    Shape cs = mr.vecShape(n);
+    vR = where(r, r.compare(Cmp::GE, r.iota(Type{DType::S64, cs}, nb), r.broadcast(j, cs)), vR, zerosLike(r, vR));
+    Value tv = r.mul(bcast(r, t, vs, nb), vvec);
+    Value R1 = r.sub(R, r.mul(bcast(r, tv, R.shape(), nb, nb), bcast(r, vR, R.shape(), nb, nb + 1)));
+    Value keep = r.compare(Cmp::LT, ri, jb);
+    Value newCol = r.add(r.add(where(r, keep, Mat{r, R1}.col(j), zero), where(r, at, bcast(r, where(r, active, beta, xj), vs, nb), zero)),
+                         where(r, below, vvec, zero));
+    R1 = Mat{r, R1}.withCol(j, newCol);
+    Value tIdx = r.iota(Type{DType::S64, tau.shape()}, nb);
+    Value tau1 = r.select(r.compare(Cmp::EQ, tIdx, r.broadcast(j, tau.shape())), bcast(r, t, tau.shape(), nb), tau);
+    return std::vector<Value>{R1, tau1};
+  });
+  return {out[0], out[1]};
+}
+
+Value householderProduct(Builder& b, Value a, Value tau) {
+  const Shape& s = a.shape();
+  int64_t nb = a.rank() - 2, m = s[nb], n = s[nb + 1], k = tau.shape().back();
+  Shape batch(s.begin(), s.end() - 2);
+  Value I = eye(b, a.dtype(), batch, m);
+  std::vector<int64_t> start(a.rank(), 0), limit(I.shape().begin(), I.shape().end()), st(a.rank(), 1);
+  limit[nb + 1] = n;
+  Value q0 = b.slice(I, start, limit, st);  // [batch, m, n]
+  // Q = H_0 (H_1 (... (H_{k-1} I))): apply the reflectors last to first.
+  auto out = forLoop(b, s64(b, 0), s64(b, k), {q0}, [&](Builder& r, Value i, std::span<const Value> v) {
+    Value Q = v[0];
+    Value j = r.sub(s64(r, k - 1), i);
+    Value col = Mat{r, a}.col(j);
+    Shape vs = Mat{r, a}.vecShape(m);
+    Value ri = r.iota(Type{DType::S64, vs}, nb), jb = r.broadcast(j, vs);
+    Value zero = zerosLike(r, col);
+    Value vvec = r.add(where(r, r.compare(Cmp::GT, ri, jb), col, zero),
+                       where(r, r.compare(Cmp::EQ, ri, jb), r.scalarLike(col, 1), zero));
+    Value t = entry(r, tau, j);
+    Value vQ = sumOver(r, r.mul(bcast(r, vvec, Q.shape(), nb, nb), Q), nb);  // [batch, n]
+    Value tv = r.mul(bcast(r, t, vs, nb), vvec);
+    return std::vector<Value>{r.sub(Q, r.mul(bcast(r, tv, Q.shape(), nb, nb), bcast(r, vQ, Q.shape(), nb, nb + 1)))};
+  });
+  return out[0];
+}
+
 std::pair<Value, Value> eighJacobi(Builder& b, Value a, bool lower) {
   const Shape& s = a.shape();
   int64_t nb = a.rank() - 2, n = s[nb];

@@ -14,6 +14,12 @@ namespace tpu::lowering {
 
 // {Q [..., m, m], R [..., m, n]} (complete); callers slice the reduced forms.
 std::pair<hlo::Value, hlo::Value> householderQr(hlo::Builder& b, hlo::Value a);
+// LAPACK's compact form (geqrf): R on and above the diagonal, each reflector's v below it (v_j = 1 implied),
+// and tau [..., k] with H_j = I - tau_j v v^T; the same reflections as householderQr.
+std::pair<hlo::Value, hlo::Value> householderQrCompact(hlo::Builder& b, hlo::Value a);
+// Q [..., m, n] = H_0 H_1 ... H_{k-1} (first n columns) from reflectors in a [..., m, n] (below the diagonal)
+// and tau [..., k] (orgqr / householder_product).
+hlo::Value householderProduct(hlo::Builder& b, hlo::Value a, hlo::Value tau);
 // {eigenvalues [..., n] ascending, eigenvectors [..., n, n] (columns)}.
 std::pair<hlo::Value, hlo::Value> eighJacobi(hlo::Builder& b, hlo::Value a, bool lower);
 // {U [..., m, m or k], S [..., k], V [..., n, n or k]} with k = min(m, n) (V, not V^T).
