@@ -424,3 +424,13 @@ def test_multilabel_margin_loss(mode, reduction):
     t = torch.tensor([[3, 0, -1, 1], [1, 2, 3, -1], [-1, 0, 0, 0]])
     check_fn(lambda x: F.multilabel_margin_loss(x, t.to(x.device), reduction=reduction), x)
     check_fn(lambda x: F.multilabel_margin_loss(x, t[1].to(x.device), reduction=reduction), x[0])
+
+
+@pytest.mark.parametrize("interp,padding,align", [("bilinear", "zeros", False), ("bilinear", "border", True),
+                                                  ("bilinear", "reflection", False), ("nearest", "zeros", True)])
+def test_grid_sample_3d(mode, interp, padding, align):
+    x = torch.randn(2, 2, 3, 4, 5, generator=gen())
+    grid = torch.rand(2, 2, 3, 2, 3, generator=gen(1)) * 2.4 - 1.2
+    if interp == "nearest":  # away from .5 ties
+        grid = grid.where(((grid + 1) * 2).frac().sub(0.5).abs() > 0.05, grid + 0.07)
+    check_fn(lambda x, g: F.grid_sample(x, g, mode=interp, padding_mode=padding, align_corners=align), x, grid)

@@ -1,4 +1,4 @@
-// grid_sampler_2d and its backward (F.grid_sample on 4-d input), composed of tpu ops with ATen's
+// grid_sampler_2d / grid_sampler_3d and their backwards (F.grid_sample on 4-d and 5-d input), composed of tpu ops with ATen's
 // GridSampler.h rules: unnormalize (align_corners), border clipping and reflection (with the gradient of
 // each), bilinear, nearest (round half to even, as nearbyint) and bicubic (A = -0.75, each of the 16 taps
 // padded on its own) interpolation. Corners are read with a gather on the flattened (H*W) plane and the
@@ -218,11 +218,119 @@ std::tuple<at::Tensor, at::Tensor> gridSamplerBackward(const at::Tensor& gradOut
   return {mask[0] ? gi.reshape(input.sizes()) : gi, gg};
 }
 
+// ---- grid_sampler_3d: trilinear and nearest on (N, C, D, H, W), grid (N, Do, Ho, Wo, 3) = (x, y, z) ----
+
+struct Plan3 {
+  at::Tensor flat;  // (N, C, D*H*W)
+  int64_t n, ch, d, h, w;
+  std::vector<int64_t> outShape;
+  Coord ix, iy, iz;  // (N, L)
+};
+
+Plan3 plan3(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding, bool align) {
+  TORCH_CHECK(input.dim() == 5 && grid.dim() == 5 && grid.size(4) == 3 && grid.size(0) == input.size(0),
+              "grid_sampler_3d(): expected 5D input and grid (N, D, H, W, 3) with the same batch size, but got "
+              "input with sizes ", input.sizes(), " and grid with sizes ", grid.sizes());
+  TORCH_CHECK(input.scalar_type() == grid.scalar_type(), "grid_sampler(): expected input and grid to have same "
+              "dtype, but input has ", input.scalar_type(), " and grid has ", grid.scalar_type());
+  TORCH_CHECK(interp == kBilinear || interp == kNearest, "grid_sampler(): bicubic interpolation only supports 4D "
+              "input");
+  Plan3 p;
+  p.n = input.size(0), p.ch = input.size(1), p.d = input.size(2), p.h = input.size(3), p.w = input.size(4);
+  p.outShape = {p.n, p.ch, grid.size(1), grid.size(2), grid.size(3)};
+  int64_t l = grid.size(1) * grid.size(2) * grid.size(3);
+  p.flat = input.reshape({p.n, p.ch, p.d * p.h * p.w});
+  at::Tensor g = grid.reshape({p.n, l, 3});
+  p.ix = sourceIndex(g.select(2, 0), p.w, padding, align, false);
+  p.iy = sourceIndex(g.select(2, 1), p.h, padding, align, false);
+  p.iz = sourceIndex(g.select(2, 2), p.d, padding, align, false);
+  return p;
+}
+
+Corner corner3(const Plan3& p, const at::Tensor& xi, const at::Tensor& yi, const at::Tensor& zi) {
+  at::Tensor valid = (xi >= 0) & (xi < p.w) & (yi >= 0) & (yi < p.h) & (zi >= 0) & (zi < p.d);
+  at::Tensor lin = at::where(valid, (zi * p.h + yi) * p.w + xi, 0).unsqueeze(1).expand({p.n, p.ch, xi.size(1)});
+  return {lin, valid.unsqueeze(1)};
+}
+at::Tensor read3(const Plan3& p, const Corner& c) {
+  return at::where(c.valid, p.flat.gather(2, c.lin), at::zeros({}, p.flat.options()));
+}
+
+// The 8 corners with their weights and the weights' derivatives along x, y, z.
+struct Tri {
+  Corner c[8];
+  at::Tensor w[8], dx[8], dy[8], dz[8];  // (N, 1, L)
+};
+Tri trilinear(const Plan3& p) {
+  at::Tensor x0f = at::floor(p.ix.x), y0f = at::floor(p.iy.x), z0f = at::floor(p.iz.x);
+  at::Tensor fx = (p.ix.x - x0f).unsqueeze(1), fy = (p.iy.x - y0f).unsqueeze(1), fz = (p.iz.x - z0f).unsqueeze(1);
+  at::Tensor x0 = x0f.to(at::kLong), y0 = y0f.to(at::kLong), z0 = z0f.to(at::kLong);
+  Tri t;
+  for (int k = 0; k < 8; ++k) {
+    int bx = k & 1, by = (k >> 1) & 1, bz = (k >> 2) & 1;
+    at::Tensor wx = bx ? fx : 1 - fx, wy = by ? fy : 1 - fy, wz = bz ? fz : 1 - fz;
+    double sx = bx ? 1 : -1, sy = by ? 1 : -1, sz = bz ? 1 : -1;
+    t.c[k] = corner3(p, x0 + bx, y0 + by, z0 + bz);
+    t.w[k] = wx * wy * wz;
+    t.dx[k] = sx * wy * wz, t.dy[k] = sy * wx * wz, t.dz[k] = sz * wx * wy;
+  }
+  return t;
+}
+
+at::Tensor gridSampler3d(const at::Tensor& input, const at::Tensor& grid, int64_t interp, int64_t padding,
+                         bool align) {
+  Plan3 p = plan3(input, grid, interp, padding, align);
+  at::Tensor out;
+  if (interp == kNearest) {
+    out = read3(p, corner3(p, at::round(p.ix.x).to(at::kLong), at::round(p.iy.x).to(at::kLong),
+                           at::round(p.iz.x).to(at::kLong)));
+  } else {
+    Tri t = trilinear(p);
+    for (int k = 0; k < 8; ++k) out = k == 0 ? read3(p, t.c[k]) * t.w[k] : out + read3(p, t.c[k]) * t.w[k];
+  }
+  return out.reshape(p.outShape);
+}
+
+std::tuple<at::Tensor, at::Tensor> gridSampler3dBackward(const at::Tensor& gradOut, const at::Tensor& input,
+                                                         const at::Tensor& grid, int64_t interp, int64_t padding,
+                                                         bool align, std::array<bool, 2> mask) {
+  Plan3 p = plan3(input, grid, interp, padding, align);
+  at::Tensor g = gradOut.reshape({p.n, p.ch, -1});
+  at::Tensor zero = at::zeros({}, input.options());
+  at::Tensor gi = mask[0] ? at::zeros({p.n, p.ch, p.d * p.h * p.w}, input.options()) : at::Tensor();
+  auto add = [&](const Corner& c, const at::Tensor& wgt) {
+    gi = gi.scatter_add(2, c.lin, at::where(c.valid, g * wgt, zero));
+  };
+  if (interp == kNearest) {
+    if (mask[0]) {
+      add(corner3(p, at::round(p.ix.x).to(at::kLong), at::round(p.iy.x).to(at::kLong),
+                  at::round(p.iz.x).to(at::kLong)),
+          at::ones({}, input.options()));
+    }
+    return {mask[0] ? gi.reshape(input.sizes()) : gi, mask[1] ? at::zeros_like(grid) : at::Tensor()};
+  }
+  Tri t = trilinear(p);
+  at::Tensor gx, gy, gz;
+  for (int k = 0; k < 8; ++k) {
+    if (mask[0]) add(t.c[k], t.w[k]);
+    if (mask[1]) {
+      at::Tensor vg = read3(p, t.c[k]) * g;
+      at::Tensor ax = (vg * t.dx[k]).sum(1), ay = (vg * t.dy[k]).sum(1), az = (vg * t.dz[k]).sum(1);
+      gx = k == 0 ? ax : gx + ax, gy = k == 0 ? ay : gy + ay, gz = k == 0 ? az : gz + az;
+    }
+  }
+  at::Tensor gg;
+  if (mask[1]) gg = at::stack({gx * p.ix.grad, gy * p.iy.grad, gz * p.iz.grad}, 2).reshape(grid.sizes());
+  return {mask[0] ? gi.reshape(input.sizes()) : gi, gg};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("grid_sampler_2d", gridSampler);
   m.impl("grid_sampler_2d_backward", gridSamplerBackward);
+  m.impl("grid_sampler_3d", gridSampler3d);
+  m.impl("grid_sampler_3d_backward", gridSampler3dBackward);
 }
 
 }  // namespace tpu::aten
