@@ -273,3 +273,6 @@ def reset_compile_cache_stats() -> None:
 def clear_compile_cache(persistent: bool = False) -> None:
     """Drops the in-memory executables; with persistent=True also every entry of the cache directory."""
     _C._clear_compile_cache(bool(persistent))
+
+
+from .precision import precision  # noqa: E402,F401  torch.tpu.precision("medium"|"high"|"highest")

@@ -31,6 +31,7 @@ runtime::HostOperand rngState(const Gen& gen, const at::Tensor& like, uint64_t w
   o.count = 2;
   o.i[0] = static_cast<int64_t>(g->current_seed());
   o.i[1] = static_cast<int64_t>(g->reserve(words));
+  o.rngWords = gen.has_value() ? runtime::HostOperand::kForeignGenerator : words;
   return o;
 }
 

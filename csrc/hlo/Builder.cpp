@@ -212,8 +212,26 @@ std::string Builder::module() const {
   }
   s += ") {\n";
   s += mainBody_;
-  s += "  }\n}\n";
+  s += "  }\n";
+  for (const auto& f : functions_) {
+    s += f.second;
+    if (!f.second.empty() && f.second.back() != '\n') s += '\n';
+  }
+  s += "}\n";
   return s;
+}
+
+void Builder::addFunction(int64_t key, const std::string& text) {
+  for (const auto& f : functions_)
+    if (f.first == key) return;
+  functions_.emplace_back(key, text);
+}
+
+std::vector<Value> Builder::call(const std::string& callee, std::span<const Value> operands,
+                                 const std::vector<Type>& results) {
+  std::vector<Value> rs = freshMulti(results);
+  emit(rs, "func.call", operands, "callee = @" + callee);
+  return rs;
 }
 
 Value Builder::constant(DType t, double v) {

@@ -118,6 +118,11 @@ class Builder {
   // Any op by its full name ("chlo.lgamma", "stablehlo.convolution", ...) with printed attributes (op coverage).
   std::vector<Value> op(const char* fullName, std::span<const Value> operands, const std::vector<Type>& results,
                         const std::string& attrs = "");
+  // Functions printed after @main: another module's functions (a JAX export, torch_tpu.pallas), already
+  // renamed apart and private. `key` names the text: a function used twice in one program is printed once.
+  void addFunction(int64_t key, const std::string& text);
+  // `func.call @callee(operands)` of a function added with addFunction.
+  std::vector<Value> call(const std::string& callee, std::span<const Value> operands, const std::vector<Type>& results);
   // stablehlo.while over the loop-carried values `init`: cond returns one i1 scalar, body the next values.
   std::vector<Value> whileLoop(std::span<const Value> init, const RegionFn& cond, const RegionFn& body);
 
@@ -135,6 +140,7 @@ class Builder {
   std::vector<Value> params_;
   std::vector<int32_t> aliases_;  // per parameter: the result it aliases, or -1
   std::vector<Type> results_;
+  std::vector<std::pair<int64_t, std::string>> functions_;  // addFunction, in order
   std::string* body_;
   std::string mainBody_;
   int indent_ = 4;

@@ -33,6 +33,20 @@ std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
   return std::shared_ptr<Plugin>(new Plugin(handle, api, path));
 }
 
+std::string Plugin::versionAttribute(const std::string& name) const {
+  if (!api_->PJRT_Plugin_Attributes) return "";
+  auto args = TPU_PJRT_ARGS(PJRT_Plugin_Attributes_Args);
+  check(api_, api_->PJRT_Plugin_Attributes(&args), "PJRT_Plugin_Attributes");
+  for (size_t i = 0; i < args.num_attributes; ++i) {
+    const PJRT_NamedValue& a = args.attributes[i];
+    if (std::string(a.name, a.name_size) != name || a.type != PJRT_NamedValue_kInt64List) continue;
+    std::string out;
+    for (size_t k = 0; k < a.value_size; ++k) out += (k ? "." : "") + std::to_string(a.int64_array_value[k]);
+    return out;
+  }
+  return "";
+}
+
 // The plugin stays mapped: its threads and static objects may outlive us.
 Plugin::~Plugin() = default;
 

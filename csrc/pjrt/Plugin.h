@@ -18,6 +18,9 @@ class Plugin {
   const std::string& path() const { return path_; }
   int apiMajor() const { return api_->pjrt_api_version.major_version; }
   int apiMinor() const { return api_->pjrt_api_version.minor_version; }
+  // An int64-array plugin attribute printed as "a.b.c" (`stablehlo_current_version`,
+  // `stablehlo_minimum_version`), or "" where the plugin does not report it.
+  std::string versionAttribute(const std::string& name) const;
 
  private:
   Plugin(void* handle, const PJRT_Api* api, std::string path)

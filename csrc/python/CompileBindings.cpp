@@ -5,8 +5,11 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/Dtype.h>
 
 #include "csrc/aten/DeviceAllocator.h"
+#include "csrc/aten/Generator.h"
 #include "csrc/runtime/Executor.h"
 
 namespace py = pybind11;
@@ -22,6 +25,210 @@ runtime::DeviceStorage* storageOf(const at::Tensor& t) {
   return s;
 }
 
+// The graph's operand values for this launch: constants as captured; each random op's
+// {seed, offset} drawn again from the device's default generator, in the order the traced
+// call drew them, so a replay advances the generator exactly as tracing the graph would.
+std::vector<runtime::HostOperand> operandsForLaunch(const runtime::CapturedGraph& g) {
+  std::vector<runtime::HostOperand> operands;
+  operands.reserve(g.params.size());
+  for (const auto& p : g.params) {
+    runtime::HostOperand o = p.operand;
+    if (o.rngWords && o.rngWords != runtime::HostOperand::kForeignGenerator) {
+      aten::TpuGenerator* gen = aten::generatorFor(std::nullopt, static_cast<c10::DeviceIndex>(g.device));
+      std::lock_guard<std::mutex> lock(gen->mutex_);
+      o.i[0] = static_cast<int64_t>(gen->current_seed());
+      o.i[1] = static_cast<int64_t>(gen->reserve(o.rngWords));
+    }
+    operands.push_back(o);
+  }
+  return operands;
+}
+
+
+// inputs[p]: the tensor whose storage feeds storage parameter p (undefined otherwise);
+// outputs[r]: the tensor whose storage receives result r (a mutated input), or undefined for
+// a new storage, allocated here. Returns, per result, a tensor on the storage it went to.
+std::vector<at::Tensor> launchCapturedGraph(const runtime::CapturedGraph& g, const std::vector<at::Tensor>& inputs,
+                                            const std::vector<at::Tensor>& outputs) {
+  if (!g.complete) throw std::invalid_argument("torch_tpu: this compiled graph was not captured whole");
+  if (inputs.size() != g.params.size() || outputs.size() != g.results.size())
+    throw std::invalid_argument("torch_tpu: compiled graph replay: wrong number of inputs or outputs");
+  std::vector<runtime::DeviceStorage*> in(inputs.size(), nullptr), out(outputs.size(), nullptr);
+  for (size_t p = 0; p < inputs.size(); ++p)
+    if (inputs[p].defined()) in[p] = storageOf(inputs[p]);
+  std::vector<at::Tensor> results;
+  results.reserve(outputs.size());
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    at::Tensor t = outputs[r].defined()
+                       ? outputs[r]
+                       : at::empty({static_cast<int64_t>(g.results[r].nbytes)},
+                                   at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1, g.device));
+    out[r] = storageOf(t);
+    if (out[r]->nbytes != g.results[r].nbytes)
+      throw std::invalid_argument("torch_tpu: compiled graph replay: an output storage changed size");
+    results.push_back(std::move(t));
+  }
+  std::vector<runtime::HostOperand> operands = operandsForLaunch(g);
+  {
+    py::gil_scoped_release release;
+    runtime::Executor::get().replayCompiledGraph(g, in, operands, out);
+  }
+  return results;
+}
+
+// A graph's replay plan for one argument signature (replay.py builds the mapping once):
+// each call checks the arguments against the capture and launches, all in C++, so a
+// replayed call costs no Python per argument or output.
+class ReplayPlan {
+ public:
+  struct Output {
+    enum Kind { kNew, kArg, kValue } kind = kValue;
+    int index = 0;  // result (kNew) or argument (kArg)
+    c10::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    py::object value;  // kValue
+  };
+
+  // args: the capture's arguments; params[p] / results[r]: argument index or -1.
+  ReplayPlan(std::shared_ptr<runtime::CapturedGraph> graph, const py::list& args, std::vector<int> params,
+             std::vector<int> results, std::vector<Output> outputs)
+      : graph_(std::move(graph)), params_(std::move(params)), results_(std::move(results)),
+        outputs_(std::move(outputs)) {
+    for (const py::handle& a : args) {
+      Arg sig;
+      if (!describe(a, sig)) throw std::invalid_argument("torch_tpu: replay plan: an argument that cannot be replayed");
+      signature_.push_back(std::move(sig));
+    }
+  }
+
+  // True when `args` look as the capture's did: dtype, sizes, strides, storage offset and
+  // size, device, which arguments share a storage (Dynamo's guards do not cover offsets or
+  // storage sharing), and the same values for plain numbers.
+  bool matches(const py::list& args) const {
+    if (args.size() != signature_.size()) return false;
+    groups_.clear();
+    for (size_t i = 0; i < signature_.size(); ++i) {
+      const Arg& want = signature_[i];
+      PyObject* a = args[i].ptr();
+      if (want.kind != Arg::kTensor) {
+        Arg got;
+        if (!describe(a, got) || got.kind != want.kind || got.number != want.number) return false;
+        continue;
+      }
+      if (!THPVariable_Check(a)) return false;
+      const at::Tensor& t = THPVariable_Unpack(a);
+      if (t.device().type() != c10::DeviceType::PrivateUse1 || t.device().index() != want.device ||
+          t.scalar_type() != want.dtype || t.storage_offset() != want.offset || t.sizes() != want.sizes ||
+          t.strides() != want.strides || t.storage().nbytes() != want.nbytes)
+        return false;
+      if (groupOf(t.storage().data_ptr().get()) != want.group) return false;
+    }
+    return true;
+  }
+
+  // The graph's outputs, or None when the launch cannot run now (then the call is traced).
+  py::object run(py::list args) const {
+    if (!matches(args)) return py::none();
+    std::vector<at::Tensor> inputs(params_.size()), targets(results_.size());
+    for (size_t p = 0; p < params_.size(); ++p)
+      if (params_[p] >= 0) inputs[p] = THPVariable_Unpack(args[params_[p]].ptr());
+    for (size_t r = 0; r < results_.size(); ++r)
+      if (results_[r] >= 0) targets[r] = THPVariable_Unpack(args[results_[r]].ptr());
+    std::vector<at::Tensor> raw;
+    try {
+      raw = launchCapturedGraph(*graph_, inputs, targets);
+    } catch (const std::exception&) {  // e.g. a donated buffer is shared now
+      return py::none();
+    }
+    py::list outs(outputs_.size());
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      const Output& o = outputs_[k];
+      if (o.kind == Output::kValue) {
+        outs[k] = o.value;
+        continue;
+      }
+      const at::Tensor& from = o.kind == Output::kNew ? raw[o.index] : THPVariable_Unpack(args[o.index].ptr());
+      at::Tensor t = at::empty({0}, at::TensorOptions().dtype(o.dtype).device(from.device()));
+      t.set_(from.storage(), o.offset, o.sizes, o.strides);
+      outs[k] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
+    }
+    PyList_SetSlice(args.ptr(), 0, PyList_GET_SIZE(args.ptr()), nullptr);  // boxed convention: inputs released
+    return outs;
+  }
+
+  // The signature check alone (tests, and Plans deciding whether to capture).
+  static bool replayable(const py::list& args) {
+    Arg sig;
+    for (const py::handle& a : args)
+      if (!describe(a.ptr(), sig)) return false;
+    return true;
+  }
+
+ private:
+  struct Arg {
+    enum Kind { kTensor, kInt, kFloat, kBool } kind = kTensor;
+    double number = 0;  // plain numbers: a symbolic size's value, traced in as a constant
+    c10::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    size_t nbytes = 0;
+    int device = 0;
+    int group = 0;
+  };
+
+  static bool describe(PyObject* a, Arg& out) {
+    if (PyBool_Check(a)) {
+      out.kind = Arg::kBool;
+      out.number = a == Py_True;
+      return true;
+    }
+    if (PyLong_Check(a)) {
+      int overflow = 0;
+      long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
+      if (overflow) return false;
+      out.kind = Arg::kInt;
+      out.number = static_cast<double>(v);
+      return static_cast<long long>(out.number) == v;  // exact in a double
+    }
+    if (PyFloat_Check(a)) {
+      out.kind = Arg::kFloat;
+      out.number = PyFloat_AS_DOUBLE(a);
+      return out.number == out.number;  // NaN never compares equal
+    }
+    if (!THPVariable_Check(a)) return false;
+    const at::Tensor& t = THPVariable_Unpack(a);
+    if (t.device().type() != c10::DeviceType::PrivateUse1) return false;  // CPU tensors can become operands
+    out.kind = Arg::kTensor;
+    out.dtype = t.scalar_type();
+    out.sizes = t.sizes().vec();
+    out.strides = t.strides().vec();
+    out.offset = t.storage_offset();
+    out.nbytes = t.storage().nbytes();
+    out.device = t.device().index();
+    return true;
+  }
+  bool describe(const py::handle& a, Arg& out) {
+    if (!describe(a.ptr(), out)) return false;
+    if (out.kind == Arg::kTensor) out.group = groupOf(THPVariable_Unpack(a.ptr()).storage().data_ptr().get());
+    return true;
+  }
+
+  // Arguments sharing a storage get the same group number, in first-seen order.
+  int groupOf(const void* storage) const {
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (groups_[g] == storage) return static_cast<int>(g);
+    groups_.push_back(storage);
+    return static_cast<int>(groups_.size() - 1);
+  }
+
+  std::shared_ptr<runtime::CapturedGraph> graph_;
+  std::vector<Arg> signature_;
+  std::vector<int> params_, results_;
+  std::vector<Output> outputs_;
+  mutable std::vector<const void*> groups_;  // scratch for matches(); calls hold the GIL
+};
+
 }  // namespace
 
 void registerCompileBindings(py::module& m) {
@@ -30,6 +237,12 @@ void registerCompileBindings(py::module& m) {
       .def(py::init<>())
       .def_readonly("complete", &CapturedGraph::complete)
       .def_readonly("device", &CapturedGraph::device)
+      // A random op drew from a generator other than the device default: replay cannot draw again.
+      .def_property_readonly("uses_foreign_generator", [](const CapturedGraph& g) {
+        for (const auto& p : g.params)
+          if (p.operand.rngWords == runtime::HostOperand::kForeignGenerator) return true;
+        return false;
+      })
       .def_property_readonly("param_storages", [](const CapturedGraph& g) {
         std::vector<uintptr_t> v;
         for (const auto& p : g.params) v.push_back(p.storage);
@@ -40,36 +253,37 @@ void registerCompileBindings(py::module& m) {
         for (const auto& r : g.results) v.push_back(r.storage);
         return v;
       });
+  // outputs: per graph output ("new", result, (dtype, sizes, strides, offset)) |
+  // ("arg", argument, (...)) | ("value", v); see replay.py.
+  py::class_<ReplayPlan>(m, "_ReplayPlan")
+      .def(py::init([](std::shared_ptr<CapturedGraph> g, const py::list& args, std::vector<int> params,
+                       std::vector<int> results, const py::list& outputs) {
+        std::vector<ReplayPlan::Output> outs;
+        for (const py::handle& h : outputs) {
+          py::tuple o = py::reinterpret_borrow<py::tuple>(h);
+          ReplayPlan::Output out;
+          std::string kind = o[0].cast<std::string>();
+          if (kind == "value") {
+            out.value = py::reinterpret_borrow<py::object>(o[1]);
+          } else {
+            out.kind = kind == "new" ? ReplayPlan::Output::kNew : ReplayPlan::Output::kArg;
+            out.index = o[1].cast<int>();
+            py::tuple meta = o[2].cast<py::tuple>();
+            if (!THPDtype_Check(meta[0].ptr())) throw std::invalid_argument("torch_tpu: replay plan: expected a dtype");
+            out.dtype = reinterpret_cast<THPDtype*>(meta[0].ptr())->scalar_type;
+            out.sizes = meta[1].cast<std::vector<int64_t>>();
+            out.strides = meta[2].cast<std::vector<int64_t>>();
+            out.offset = meta[3].cast<int64_t>();
+          }
+          outs.push_back(std::move(out));
+        }
+        return ReplayPlan(std::move(g), args, std::move(params), std::move(results), std::move(outs));
+      }))
+      .def("matches", &ReplayPlan::matches)
+      .def("run", &ReplayPlan::run)
+      .def_static("replayable", &ReplayPlan::replayable);
   // Inside a compiled-graph scope (after _compiled_graph_begin): its final flush fills `g`.
   m.def("_compiled_graph_capture", [](std::shared_ptr<CapturedGraph> g) {
     runtime::Executor::get().captureCompiledGraph(std::move(g));
-  });
-  // inputs[p]: the tensor whose storage feeds storage parameter p (None otherwise);
-  // outputs[r]: the tensor whose storage receives result r (a mutated input), or None for a
-  // new storage, allocated here. Returns, per result, a tensor on the storage it went to.
-  m.def("_compiled_graph_replay", [](const CapturedGraph& g, const std::vector<std::optional<at::Tensor>>& inputs,
-                                     const std::vector<std::optional<at::Tensor>>& outputs) {
-    if (!g.complete) throw std::invalid_argument("torch_tpu: this compiled graph was not captured whole");
-    if (inputs.size() != g.params.size() || outputs.size() != g.results.size())
-      throw std::invalid_argument("torch_tpu: compiled graph replay: wrong number of inputs or outputs");
-    std::vector<runtime::DeviceStorage*> in(inputs.size(), nullptr), out(outputs.size(), nullptr);
-    for (size_t p = 0; p < inputs.size(); ++p)
-      if (inputs[p]) in[p] = storageOf(*inputs[p]);
-    std::vector<at::Tensor> results;
-    for (size_t r = 0; r < outputs.size(); ++r) {
-      at::Tensor t = outputs[r] ? *outputs[r]
-                                : at::empty({static_cast<int64_t>(g.results[r].nbytes)},
-                                            at::TensorOptions().dtype(at::kByte).device(c10::DeviceType::PrivateUse1,
-                                                                                        g.device));
-      out[r] = storageOf(t);
-      if (out[r]->nbytes != g.results[r].nbytes)
-        throw std::invalid_argument("torch_tpu: compiled graph replay: an output storage changed size");
-      results.push_back(std::move(t));
-    }
-    {
-      py::gil_scoped_release release;
-      runtime::Executor::get().replayCompiledGraph(g, in, out);
-    }
-    return results;
   });
 }

@@ -19,6 +19,7 @@ using namespace tpu;
 
 void registerCompileCacheBindings(py::module& m);  // CacheBindings.cpp
 void registerCompileBindings(py::module& m);       // CompileBindings.cpp
+void registerPallasBindings(py::module& m);        // PallasBindings.cpp
 namespace tpu::python {
 void initEagerModes(py::module& m);  // EagerModes.cpp
 }
@@ -183,5 +184,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
   registerCompileCacheBindings(m);
   registerCompileBindings(m);
+  registerPallasBindings(m);
   python::initEagerModes(m);
 }

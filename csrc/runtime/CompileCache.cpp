@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "csrc/pjrt/CompileOptions.h"
+#include "PrecisionCost.h"
+#include "DeviceTrace.h"
 
 namespace tpu::runtime {
 namespace {
@@ -791,6 +793,7 @@ const std::string& pluginIdentity(const pjrt::Client& client) {
 CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& module,
                                  const pjrt::CompileOptions& options, const char* opName, CompileCache* c) {
   CompileCache& cache = c ? *c : CompileCache::global();
+  warnDotPrecisionCostOnce(client.platformName(), module);
   CompiledProgram out;
   CacheKey key{};
   std::string info;
@@ -826,6 +829,11 @@ CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& 
       });
   out.compiled = source == CompileCache::Source::Produced;
   out.seconds = since(t0);
+  if (trace::enabled()) {
+    int64_t end = trace::nowNs();
+    trace::span(trace::Kind::Compile, std::string(out.compiled ? "compile " : "load from cache ") + opName, -1,
+                end - static_cast<int64_t>(out.seconds * 1e9), end);
+  }
   if (logCache()) {
     std::string where = !cache.enabled()          ? "persistent tier off, compiled"
                         : out.compiled            ? "disk miss, compiled"

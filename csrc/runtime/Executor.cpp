@@ -1,4 +1,5 @@
 #include "Executor.h"
+#include "DeviceTrace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -183,10 +184,11 @@ void Executor::captureCompiledGraph(std::shared_ptr<CapturedGraph> into) {
 }
 
 void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
+                                   const std::vector<HostOperand>& operands,
                                    const std::vector<DeviceStorage*>& outputs) {
   std::lock_guard<std::mutex> lock(mutex_);
   fusedGraph_.flush("compiled graph start");  // pending eager work first, as beginCompiledGraph does
-  fusedGraph_.replay(g, inputs, outputs);
+  fusedGraph_.replay(g, inputs, operands, outputs);
   ++stats_.compiledGraphs;
 }
 
@@ -337,6 +339,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   } catch (const pjrt::PjrtError& e) {
     deviceFailure(call, e, bytes);
   }
+  if (trace::enabled() && !results.empty()) trace::execution(call.name, static_cast<int>(device), results[0]->readyEvent());
   std::shared_ptr<pjrt::Buffer> nonFinite;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -654,7 +657,9 @@ void Executor::download(const DeviceStorage& storage, void* dst) {
   }
   size_t bufBytes = static_cast<size_t>(storage.elemCount()) * hlo::byteWidth(storage.elem);
   std::shared_ptr<pjrt::Buffer> keep = storage.buffer;
+  int64_t t0 = trace::enabled() ? trace::nowNs() : 0;
   keep->toHost(dst, bufBytes).await();
+  if (t0) trace::span(trace::Kind::Transfer, "device to host " + std::to_string(bufBytes) + " B", storage.device, t0, trace::nowNs());
   if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
 }
 
@@ -736,8 +741,10 @@ void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
   awaitHostRange(bytes, storage.nbytes);  // a pending download may still write the source
   if (storage.inGraph) forget(&storage);  // replaced whole: pending writes to it are moot
   int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
+  int64_t t0 = trace::enabled() ? trace::nowNs() : 0;
   storage.buffer = std::shared_ptr<pjrt::Buffer>(
       Runtime::get().client().bufferFromHost(bytes, toElementType(elem), {n}, storage.device));
+  if (t0) trace::span(trace::Kind::Transfer, "host to device " + std::to_string(storage.nbytes) + " B", storage.device, t0, trace::nowNs());
   storage.elem = elem;
 }
 

@@ -92,7 +92,7 @@ class Executor {
   void captureCompiledGraph(std::shared_ptr<CapturedGraph> into);
   // Runs a captured graph again on new buffers (FusedGraph::replay), as one compiled-graph call.
   void replayCompiledGraph(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
-                           const std::vector<DeviceStorage*>& outputs);
+                           const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs);
 
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);

@@ -1,11 +1,13 @@
 #include "FusedGraph.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
 
 #include "CompileCache.h"
+#include "DeviceTrace.h"
 #include "Executor.h"
 #include "Runtime.h"
 #include "csrc/pjrt/Error.h"
@@ -119,6 +121,21 @@ void FusedGraph::releaseFinished() {
   }
 }
 
+void FusedGraph::releaseHolders(const pjrt::Buffer* buffer) {
+  // A program launched earlier (the backward graph, when the optimizer step replays right
+  // after it) may still read a buffer the next program overwrites in place: wait for the
+  // programs that hold it, oldest first, so the buffer can be donated.
+  auto holds = [buffer](const RunningGraph& r) {
+    for (const auto& in : r.inputs)
+      if (in.get() == buffer) return true;
+    return false;
+  };
+  while (std::any_of(running_.begin(), running_.end(), holds)) {
+    running_.front().done.await();
+    running_.pop_front();
+  }
+}
+
 FusedStats FusedGraph::stats() const {
   FusedStats s = stats_;
   for (const RunningGraph& r : running_) s.runningGraphs += !r.done.ready();
@@ -227,6 +244,9 @@ void FusedGraph::flush(const char* reason) {
     reset();
     throw;
   }
+  if (trace::enabled() && !results.empty())
+    trace::execution("fused graph (" + std::to_string(ops_) + " ops, " + reason + ")", static_cast<int>(device_),
+                     results[0]->readyEvent());
   releaseFinished();
   run.inputs = std::move(operandBuffers);
   for (Param& p : params_)
@@ -284,7 +304,7 @@ void FusedGraph::flush(const char* reason) {
 namespace tpu::runtime {
 
 void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
-                        const std::vector<DeviceStorage*>& outputs) {
+                        const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs) {
   // The same launch as flush() without the trace: bind buffers, run, hand out results.
   std::vector<std::shared_ptr<pjrt::Buffer>> held;
   std::vector<PJRT_Buffer*> args;
@@ -296,17 +316,20 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
       DeviceStorage* s = inputs.at(p);
       if (!s || !s->buffer || s->inGraph || s->elem != cp.elem || s->nbytes != cp.nbytes)
         throw std::runtime_error("torch_tpu: compiled graph replay: input storage does not match its capture");
+      if (cp.donated && s->buffer.use_count() != 1) releaseHolders(s->buffer.get());
       if (cp.donated && s->buffer.use_count() != 1)
         throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
       held.push_back(s->buffer);
     } else {
-      held.push_back(Executor::get().operandBufferLocked(cp.operand, g.device));
+      held.push_back(Executor::get().operandBufferLocked(operands.at(p), g.device));
     }
     args.push_back(held.back()->raw());
   }
   RunningGraph run;
   std::vector<std::unique_ptr<pjrt::Buffer>> results =
       g.exe->execute(args, Runtime::get().client().devices().at(g.device), &run.done);
+  if (trace::enabled() && !results.empty())
+    trace::execution("compiled graph (replay)", static_cast<int>(g.device), results[0]->readyEvent());
   releaseFinished();
   run.inputs = std::move(held);
   running_.push_back(std::move(run));

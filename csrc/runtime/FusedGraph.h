@@ -85,9 +85,10 @@ class FusedGraph final : public TraceContext {
   // The next flush also records what it ran into `into` (null: stop recording).
   void captureNextFlush(std::shared_ptr<CapturedGraph> into) { capture_ = std::move(into); }
   // Launches a captured graph: `inputs[p]` gives the buffer of storage parameter p (null for
-  // operand and flag parameters), `outputs[r]` receives result r. Callers hold the executor lock.
+  // operand and flag parameters), `operands[p]` the value of operand parameter p (random
+  // states drawn again), `outputs[r]` receives result r. Callers hold the executor lock.
   void replay(const CapturedGraph& g, const std::vector<DeviceStorage*>& inputs,
-              const std::vector<DeviceStorage*>& outputs);
+              const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs);
   // `s` is being freed (or fully replaced): the graph no longer produces it.
   void forget(DeviceStorage* s);
   // Hands over the flushed graphs that may still run (synchronize waits for them).
@@ -108,6 +109,7 @@ class FusedGraph final : public TraceContext {
   };
   void reset();
   void releaseFinished();
+  void releaseHolders(const pjrt::Buffer* buffer);
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;

@@ -24,6 +24,11 @@ struct HostOperand {
   int64_t count = 0;  // 0: a scalar; else a 1-D array of `count` (<= 2)
   double f[2] = {0, 0};
   int64_t i[2] = {0, 0};
+  // A random op's {seed, offset}: the 32-bit words it drew from the device's default
+  // generator (a replayed compiled graph draws as many again), kForeignGenerator when it
+  // drew from another generator (not replayable), 0 for every other operand.
+  uint64_t rngWords = 0;
+  static constexpr uint64_t kForeignGenerator = ~uint64_t{0};
   static HostOperand scalar(hlo::DType t, double v) {
     HostOperand o{t};
     o.f[0] = v;

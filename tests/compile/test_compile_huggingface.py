@@ -1,5 +1,6 @@
 """transformers' static-cache generation compiles the model's forward with torch.compile;
 on tpu it goes through backend "tpu" and gives the tokens of eager generation (and CPU)."""
+import pytest
 import torch
 from torch_tpu import _C
 
@@ -13,15 +14,25 @@ def _tiny_gpt2():
     return transformers.GPT2LMHeadModel(cfg).eval()
 
 
-def test_gpt2_static_cache_generate_matches_eager(mode):
-    cpu = _tiny_gpt2()
-    tpu = _tiny_gpt2().to("tpu")
+def _tiny_llama():
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, vocab_size=100, max_position_embeddings=64,
+                                   bos_token_id=0, eos_token_id=1, pad_token_id=1)
+    return transformers.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("make", [_tiny_gpt2, _tiny_llama], ids=["gpt2", "llama"])
+def test_static_cache_generate_matches_eager(mode, make):
+    cpu = make()
+    tpu = make().to("tpu")
     ids = torch.randint(2, 100, (1, 8), generator=torch.Generator().manual_seed(1))
     want = cpu.generate(ids, max_new_tokens=6, do_sample=False)
     eager = tpu.generate(ids.to("tpu"), max_new_tokens=6, do_sample=False)
-    graphs = _C._executor_stats()["compiled_graphs"]
+    graphs, replays = _C._executor_stats()["compiled_graphs"], _C._fused_stats()["replays"]
     static = tpu.generate(ids.to("tpu"), max_new_tokens=6, do_sample=False, cache_implementation="static")
     assert _C._executor_stats()["compiled_graphs"] > graphs  # the decoding steps ran compiled
+    assert _C._fused_stats()["replays"] > replays  # and later decoding steps replayed the first's program
     assert torch.equal(eager.cpu(), want)
     assert torch.equal(static.cpu(), want)
 

@@ -98,21 +98,38 @@ def test_mutating_a_parameter_under_no_grad(mode):
 
 
 def test_random_ops_advance_the_generator_as_eager(mode):
+    # Calls after the first replay the program: each random op's {seed, offset} is drawn
+    # again from the generator, in the traced order, so values and state equal eager's.
     def f(x):
         return x + torch.rand_like(x), torch.randn(3, device=x.device)
 
     x = torch.zeros(5, device="tpu")
     torch.manual_seed(7)
-    want = [f(x) for _ in range(2)]
+    want = [f(x) for _ in range(4)]
     state_after_eager = torch.tpu.get_rng_state()
     compiled = torch.compile(f, backend="tpu")
     torch.manual_seed(7)
-    got = [compiled(x) for _ in range(2)]
+    replays = _C._fused_stats()["replays"]
+    got = [compiled(x) for _ in range(4)]
+    assert _C._fused_stats()["replays"] == replays + 3
     for g, w in zip(got, want):
         for a, b in zip(g, w):
             assert torch.equal(a.cpu(), b.cpu())
     assert not torch.equal(got[0][1].cpu(), got[1][1].cpu())  # the offset advanced
     assert torch.equal(torch.tpu.get_rng_state(), state_after_eager)  # the same offset as eager
+
+
+def test_random_ops_with_an_explicit_generator_are_traced_every_call(mode):
+    # A generator argument is not the device default that a replay draws from.
+    gen = torch.Generator(device="tpu")
+    gen.manual_seed(3)
+    f = torch.compile(lambda x: x + torch.rand(x.shape, device=x.device, generator=gen), backend="tpu")
+    x = torch.zeros(6, device="tpu")
+    got = [f(x).cpu() for _ in range(3)]
+    gen.manual_seed(3)
+    want = [(x + torch.rand(x.shape, device=x.device, generator=gen)).cpu() for _ in range(3)]
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
 
 
 def test_pending_fused_eager_work_is_not_mixed_into_the_graph():
@@ -173,14 +190,16 @@ def test_replay_checks_storage_offsets(mode):
     assert_close(compiled(bt[2:6]), f(base[2:6]))
 
 
-def test_graphs_with_random_ops_are_traced_every_call(mode):
+def test_dropout_graphs_replay_with_new_masks(mode):
     f = torch.compile(lambda x: torch.nn.functional.dropout(x, 0.5) + 1, backend="tpu")
     x = torch.ones(64, device="tpu")
     f(x)
     replays = _C._fused_stats()["replays"]
     a, b = f(x).cpu(), f(x).cpu()
-    assert _C._fused_stats()["replays"] == replays
+    assert _C._fused_stats()["replays"] == replays + 2
     assert not torch.equal(a, b)  # new masks: the generator advanced
+    for m in (a, b):  # dropout's values: 0 or 1 + 1/(1-p)
+        assert set(m.unique().tolist()) <= {1.0, 3.0}
 
 
 def test_replay_can_be_turned_off(mode, monkeypatch):
@@ -191,3 +210,44 @@ def test_replay_can_be_turned_off(mode, monkeypatch):
     for _ in range(3):
         assert_close(f(x.to("tpu")), x.exp() - 1)
     assert _C._fused_stats()["replays"] == replays
+
+
+def test_dynamic_shapes_replay_each_seen_length(mode):
+    # dynamic=True: one Dynamo graph for every length; each length's program is traced once
+    # and replayed when the length comes back (its size is a constant of that program).
+    def f(x, w):
+        return torch.softmax(x @ w, dim=-1).sum(1)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    w = _data(8, 8, seed=1)
+    wt = w.to("tpu")
+    replays = _C._fused_stats()["replays"]
+    lengths = [3, 5, 7, 3, 5, 7, 5]
+    for i, n in enumerate(lengths):
+        x = _data(2, n, 8, seed=i)
+        assert_close(compiled(x.to("tpu"), wt), f(x, w), atol=1e-5, rtol=1e-5)
+    assert _C._fused_stats()["replays"] - replays == len(lengths) - len(set(lengths))
+
+
+def test_cpu_scalar_arguments_follow_their_values(mode):
+    # A 0-dim CPU tensor that only reaches tpu results is passed as a tpu tensor: replayed, and each
+    # call sees its current value. One whose math reaches a CPU output stays on CPU (traced).
+    def scaled(x, s):
+        return x * (s * 2 + 1)
+
+    def both(x, s):
+        return x * s, s + 1
+
+    f, g = torch.compile(scaled, backend="tpu"), torch.compile(both, backend="tpu")
+    x = _data(5)
+    xt = x.to("tpu")
+    replays = _C._fused_stats()["replays"]
+    for v in (0.5, -1.5, 3.0, 0.25):
+        s = torch.tensor(v)
+        assert_close(f(xt, s), scaled(x, s))
+    assert _C._fused_stats()["replays"] - replays == 3
+    for v in (0.5, 2.0):
+        s = torch.tensor(v)
+        out, nxt = g(xt, s)
+        assert_close(out, x * s)
+        assert nxt.device.type == "cpu" and nxt.item() == v + 1

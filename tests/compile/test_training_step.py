@@ -32,6 +32,7 @@ def test_compiled_training_step_matches_eager_for_10_steps(mode, optimizer):
     compiled = torch.compile(_step, backend="tpu")
     g = torch.Generator().manual_seed(1)
     graphs = _C._executor_stats()["compiled_graphs"]
+    replays = _C._fused_stats()["replays"]
     want, got = [], []
     for _ in range(10):
         x, y = torch.randn(16, 8, generator=g).to("tpu"), torch.randn(16, 4, generator=g).to("tpu")
@@ -40,5 +41,72 @@ def test_compiled_training_step_matches_eager_for_10_steps(mode, optimizer):
     assert got == pytest.approx(want, abs=1e-5)
     assert got[-1] < got[0]
     assert _C._executor_stats()["compiled_graphs"] - graphs >= 20  # compiled, not run eagerly
+    # forward, backward and optimizer graphs are replayed from the third step on (AdamW's step
+    # counters live on tpu: capturable, as Dynamo makes them on cuda)
+    assert _C._fused_stats()["replays"] - replays >= 3 * 8
     for p, q in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.AdamW, torch.optim.Adam])
+def test_compiled_optimizer_step_alone_matches_eager(mode, optimizer):
+    # Compiled, Adam runs its capturable algorithm (step counters and bias corrections on
+    # device in float32), the one Dynamo picks on cuda; so it is compared with eager tpu
+    # running that algorithm (capturable=True), within 1e-7 plus 4x CPU float32's own largest error
+    # against float64 on each weight (float32 capturable itself is ~1e-4 off float64 on
+    # 1 - beta2**step). SGD has no such option.
+    capturable = {} if optimizer is torch.optim.SGD else {"capturable": True}
+    torch.manual_seed(0)
+    base = nn.Linear(6, 3)
+    models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
+              "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
+    opts = {k: optimizer(m.parameters(), lr=0.1, **(capturable if k == "eager" else {})) for k, m in models.items()}
+    step = torch.compile(opts["compiled"].step, backend="tpu")
+    g = torch.Generator().manual_seed(2)
+    replays = _C._fused_stats()["replays"]
+    for _ in range(5):
+        x = torch.randn(4, 6, generator=g)
+        for k, m in models.items():
+            opts[k].zero_grad()
+            xk = x.double() if k == "f64" else x.to(next(m.parameters()).device)
+            m(xk).square().sum().backward()
+            if k != "compiled":
+                opts[k].step()
+        step()
+    assert _C._fused_stats()["replays"] - replays >= 3  # steps 2.. replay the optimizer graph
+    for p, e, c, r in zip(*(models[k].parameters() for k in ("compiled", "eager", "cpu", "f64"))):
+        cpu_error = (c.detach().double() - r.detach()).abs().max().item()
+        assert cpu_error < 1e-6
+        torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)
+
+
+def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_replays(mode):
+    # lr as a CPU tensor (PyTorch's advice against a recompile per scheduler step): its value and
+    # the scalar math on it reach the program as a tpu operand, so every step replays with the
+    # scheduler's new value. Compared with eager tpu running the same (capturable) algorithm.
+    torch.manual_seed(0)
+    base = nn.Linear(6, 3)
+    models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
+              "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
+    opts = {k: torch.optim.AdamW(m.parameters(), lr=torch.tensor(0.05), capturable=k == "eager")
+            for k, m in models.items()}
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (s + 1)) for o in opts.values()]
+    step = torch.compile(opts["compiled"].step, backend="tpu")
+    g = torch.Generator().manual_seed(3)
+    replays = _C._fused_stats()["replays"]
+    for _ in range(6):
+        x = torch.randn(4, 6, generator=g)
+        for k, m in models.items():
+            opts[k].zero_grad()
+            xk = x.double() if k == "f64" else x.to(next(m.parameters()).device)
+            m(xk).square().sum().backward()
+            if k != "compiled":
+                opts[k].step()
+        step()
+        for s in schedulers:
+            s.step()
+    assert _C._fused_stats()["replays"] - replays >= 4
+    for p, e, c, r in zip(*(models[k].parameters() for k in ("compiled", "eager", "cpu", "f64"))):
+        cpu_error = (c.detach().double() - r.detach()).abs().max().item()
+        assert cpu_error < 1e-6
+        torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)

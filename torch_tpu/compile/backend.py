@@ -45,6 +45,52 @@ def decompositions() -> dict:
     return table
 
 
+def _vals(node):
+    value = node.meta.get("val")
+    return value if isinstance(value, (tuple, list)) else (value,)
+
+
+def _is_cpu_scalar(value) -> bool:
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() == 0
+
+
+def _all_tpu(node) -> bool:
+    return all(isinstance(v, torch.Tensor) and v.device.type == "tpu" for v in _vals(node))
+
+
+def cpu_scalars_used_on_tpu(gm: torch.fx.GraphModule) -> list:
+    """Indices of the graph's 0-dim CPU tensor inputs whose values only reach tpu results:
+    a learning rate given as `torch.tensor(0.01)` (with the scalar math done on it, such as
+    AdamW's `1 - lr * weight_decay`), a scale. Passing them to the graph as tpu tensors gives
+    the same values (0-dim tensors promote alike on either device) and lets the call replay:
+    as CPU scalars their values would be baked into the program as operands. An input whose
+    CPU scalar math reaches a graph output or a CPU result (a CPU step counter updated in
+    place) stays as it is."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # CPU scalar nodes: 0-dim CPU inputs, and ops on them computing 0-dim CPU tensors.
+    scalar = {n for n in placeholders if _is_cpu_scalar(_vals(n)[0])}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n not in scalar and len(_vals(n)) == 1 and _is_cpu_scalar(_vals(n)[0]):
+            inputs = [a for a in n.all_input_nodes]
+            if inputs and all(a in scalar for a in inputs):
+                scalar.add(n)
+    # Components of that scalar math; one is moved to tpu only if all of it ends in tpu results.
+    parent = {n: n for n in scalar}
+
+    def root(n):
+        while parent[n] is not n:
+            n = parent[n]
+        return n
+
+    for n in scalar:
+        for a in n.all_input_nodes:
+            if a in scalar:
+                parent[root(a)] = root(n)
+    bad = {root(n) for n in scalar
+           if any(u not in scalar and (u.op != "call_function" or not _all_tpu(u)) for u in n.users)}
+    return [i for i, n in enumerate(placeholders) if n in scalar and root(n) not in bad and n.users]
+
+
 def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     """AOTAutograd's compiler for one forward, backward or inference graph."""
     from torch.fx.graph import _BoxedCodeGen
@@ -56,18 +102,21 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     forward = gm.forward
     from . import replay
 
-    # Replay (replay.py): the first call also captures what its flush ran; later calls with
-    # matching arguments launch that program directly.
-    state = {"capture": replay.enabled() and replay.graph_is_replayable(gm), "plan": None}
+    # Replay (replay.py): a call with new argument signature also captures what its flush ran;
+    # later calls with that signature launch the program directly.
+    plans = replay.Plans() if replay.enabled() else None
+    promoted = cpu_scalars_used_on_tpu(gm)
+    device = next((v.device for n in gm.graph.nodes for v in _vals(n)
+                   if isinstance(v, torch.Tensor) and v.device.type == "tpu"), None)
 
     def run(args):
-        plan = state["plan"]
-        if plan is not None:
-            out = plan.run(args)
+        for i in promoted:
+            args[i] = args[i].to(device)
+        if plans is not None:
+            out = plans.run(args)
             if out is not None:
                 return out
-        capture = state["capture"]
-        state["capture"] = False
+        capture = plans is not None and plans.should_capture(args)
         kept = list(args) if capture else None  # the boxed forward clears args
         _C._compiled_graph_begin()
         graph = None
@@ -86,7 +135,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         # the graph outputs, the mutated inputs and the activations saved for backward.
         _C._compiled_graph_end()
         if graph is not None:
-            state["plan"] = replay.ReplayPlan.build(graph, kept, out)
+            plans.add(graph, kept, out)
         return out
 
     run._boxed_call = True

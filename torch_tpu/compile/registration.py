@@ -26,6 +26,7 @@ def register_all() -> None:
     if registry.get_default_backend() == "inductor":
         registry.set_default_backend(backend.default_backend)
     _configure_logging()
+    _make_tpu_optimizers_capturable()
     # backend="inductor" named explicitly: refuse tpu graphs with a clear error (below).
     import sys
     if "torch._inductor.codegen.common" in sys.modules:
@@ -42,6 +43,32 @@ def _configure_logging() -> None:
     flags = os.environ.get("TORCH_TPU_LOG", "")
     if ("recompile" in flags or "all" in flags) and not os.environ.get("TORCH_LOGS"):
         torch._logging.set_logs(recompiles=True)
+
+
+def _make_tpu_optimizers_capturable() -> None:
+    """Dynamo traces optimizer.step with its hyperparameter math on device ("capturable",
+    step counters as device tensors) when the parameters are on cuda/xpu; it asks only
+    those two. The same holds on tpu, and it is what lets the compiled step replay:
+    with CPU step counters every step's bias corrections would be new host operands.
+    Before Dynamo's own check, a group whose parameters are all on tpu and have no state
+    yet is marked capturable, exactly as Dynamo marks a cuda group."""
+    from torch._dynamo.variables.optimizer import OptimizerVariable
+
+    original = OptimizerVariable._set_capturable
+    if getattr(original, "_tpu", False):
+        return
+
+    def set_capturable(self, tx):
+        opt = self.value
+        for group in opt.param_groups:
+            params = group.get("params", [])
+            if ("capturable" in group and params and all(p.device.type == "tpu" for p in params)
+                    and not any(p in opt.state for p in params)):
+                group["capturable"] = True
+        return original(self, tx)
+
+    set_capturable._tpu = True
+    OptimizerVariable._set_capturable = set_capturable
 
 
 def _inductor_error() -> RuntimeError:
