@@ -434,3 +434,20 @@ def test_grid_sample_3d(mode, interp, padding, align):
     if interp == "nearest":  # away from .5 ties
         grid = grid.where(((grid + 1) * 2).frac().sub(0.5).abs() > 0.05, grid + 0.07)
     check_fn(lambda x, g: F.grid_sample(x, g, mode=interp, padding_mode=padding, align_corners=align), x, grid)
+
+
+@pytest.mark.parametrize("density", [False, True])
+def test_histogramdd(mode, density):
+    x = torch.randn(30, 2, generator=gen())
+    w = torch.rand(30, generator=gen(1))
+    for kw in [dict(bins=[3, 4]), dict(bins=[2, 5], range=[-1.0, 1.0, -2.0, 0.5]),
+               dict(bins=[torch.tensor([-2.0, 0.0, 2.0]), torch.tensor([-1.0, -0.2, 0.3, 1.0])])]:
+        kw_tpu = {k: [b.to("tpu") for b in v] if k == "bins" and isinstance(v[0], torch.Tensor) else v
+                  for k, v in kw.items()}
+        for weight in (None, w):
+            e = torch.histogramdd(x, weight=weight, density=density, **kw)
+            a = torch.histogramdd(x.to("tpu"), weight=None if weight is None else weight.to("tpu"), density=density,
+                                  **kw_tpu)
+            assert_close(a.hist, e.hist)
+            for ea, ee in zip(a.bin_edges, e.bin_edges):
+                assert_close(ea, ee)

@@ -1,8 +1,9 @@
 // Sampling and counting kernels composed of tpu ops: multinomial (Gumbel top-k without replacement as
 // ATen's generic code, an inverse-CDF search with replacement), histc, histogram (bin count or edges),
-// bincount. Bins are counted with an accumulating index_put; the bin of each element follows CPU's
-// kernels (histc: linear interpolation; histogram: upper bound in the edges). Where CPU reads values
-// back (validity checks, a range taken from the data, bincount's length) we read them back too.
+// histogramdd, bincount, repeat_interleave. Bins are counted with an accumulating index_put; the bin of
+// each element follows CPU's kernels (histc: linear interpolation; histogram: upper bound in the edges).
+// Where CPU reads values back (validity checks, a range taken from the data, bincount's length) we read
+// them back too.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
@@ -171,6 +172,102 @@ std::tuple<at::Tensor, at::Tensor> histogramBins(const at::Tensor& self, const a
   return histogramWithEdges(self, bins.clone(), weight, density);
 }
 
+// ---- histogramdd: points (..., D) into a D-dimensional grid of bins ------------------------------------
+
+std::vector<at::Tensor> histogramddEdges(const at::Tensor& self, at::IntArrayRef bins,
+                                         std::optional<at::ArrayRef<double>> range) {
+  checkFloatInput("torch.histogramdd", self);
+  TORCH_CHECK(self.dim() >= 2, "torch.histogramdd: input tensor should have at least 2 dimensions, but got ",
+              self.dim());
+  int64_t d = self.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(bins.size()) == d, "torch.histogramdd: expected ", d, " sequences of bin edges "
+              "for each of the ", d, " dimensions of the input, but got ", bins.size());
+  if (range.has_value()) {
+    TORCH_CHECK(static_cast<int64_t>(range->size()) == 2 * d, "torch.histogramdd: for a ", d, "-dimensional "
+                "histogram range should have ", 2 * d, " elements, but got ", range->size());
+  }
+  std::vector<double> lo(d, 0.0), hi(d, 1.0);
+  at::Tensor x = self.reshape({-1, d});
+  if (range.has_value()) {
+    for (int64_t i = 0; i < d; ++i) lo[i] = (*range)[2 * i], hi[i] = (*range)[2 * i + 1];
+  } else if (x.size(0) > 0) {
+    at::Tensor both = at::stack({std::get<0>(x.min(0)), std::get<0>(x.max(0))}).to(at::kDouble).cpu();
+    for (int64_t i = 0; i < d; ++i) lo[i] = both[0][i].item<double>(), hi[i] = both[1][i].item<double>();
+  }
+  std::vector<at::Tensor> edges;
+  for (int64_t i = 0; i < d; ++i) {
+    TORCH_CHECK(bins[i] > 0, "torch.histogramdd(): bins must be > 0, but got ", bins[i], " for dimension ", i);
+    TORCH_CHECK(std::isfinite(lo[i]) && std::isfinite(hi[i]), "torch.histogramdd: dimension ", i, "'s range [",
+                lo[i], ", ", hi[i], "] is not finite");
+    TORCH_CHECK(lo[i] <= hi[i], "torch.histogramdd: min should not exceed max, but got min ", lo[i], " max ", hi[i],
+                " for dimension ", i);
+    if (lo[i] == hi[i]) lo[i] -= 0.5, hi[i] += 0.5;
+    edges.push_back(at::linspace(lo[i], hi[i], bins[i] + 1, self.options()));
+  }
+  return edges;
+}
+
+at::Tensor histogramddCount(const at::Tensor& self, at::TensorList edges, const OptTensor& weight, bool density) {
+  checkFloatInput("torch.histogramdd", self);
+  int64_t d = self.size(-1);
+  TORCH_CHECK(static_cast<int64_t>(edges.size()) == d, "torch.histogramdd: expected ", d, " sequences of bin edges "
+              "for each of the ", d, " dimensions of the input, but got ", edges.size());
+  at::Tensor x = self.reshape({-1, d});
+  if (has(weight)) {
+    TORCH_CHECK(weight->numel() == x.size(0), "torch.histogramdd: if weight tensor is provided it should have the "
+                "same shape as the input tensor excluding its innermost dimension, but got input with shape ",
+                self.sizes(), " and weight with shape ", weight->sizes());
+  }
+  std::vector<int64_t> shape;
+  for (const at::Tensor& e : edges) {
+    TORCH_CHECK(e.dim() == 1 && e.numel() >= 1, "torch.histogramdd: bins tensors should be 1-d with at least one "
+                "element, got ", e.sizes());
+    shape.push_back(e.numel() - 1);
+  }
+  int64_t total = 1;
+  for (int64_t s : shape) total *= s;
+  at::Tensor hist;
+  if (x.size(0) == 0 || total == 0) {
+    hist = at::zeros(shape, self.options());
+  } else {
+    at::Tensor flat = at::zeros({x.size(0)}, x.options().dtype(at::kLong));
+    at::Tensor in = at::ones({x.size(0)}, x.options().dtype(at::kBool));
+    for (int64_t i = 0; i < d; ++i) {
+      at::Tensor e = edges[i].contiguous(), xi = x.select(1, i).contiguous();
+      int64_t nb = shape[i];
+      at::Tensor pos = at::searchsorted(e, xi, false, true) - 1;
+      pos = at::where(pos == nb, pos - 1, pos).clamp(0, std::max<int64_t>(nb - 1, 0));
+      in = in & (xi >= e.narrow(0, 0, 1)) & (xi <= e.narrow(0, nb, 1));
+      flat = flat * nb + pos;
+    }
+    OptTensor w = has(weight) ? OptTensor(weight->reshape({-1})) : std::nullopt;
+    hist = countBins(flat, in, w, total, self.options()).reshape(shape);
+  }
+  if (density && total > 0) {
+    hist = hist / hist.sum();
+    for (int64_t i = 0; i < d; ++i) {
+      std::vector<int64_t> v(d, 1);
+      v[i] = shape[i];
+      hist = hist / (edges[i].narrow(0, 1, shape[i]) - edges[i].narrow(0, 0, shape[i])).view(v);
+    }
+  }
+  return hist;
+}
+
+std::vector<at::Tensor> histogramddBinEdges(const at::Tensor& self, at::IntArrayRef bins,
+                                            std::optional<at::ArrayRef<double>> range, const OptTensor&, bool) {
+  return histogramddEdges(self, bins, range);
+}
+at::Tensor histogramddFromBinCts(const at::Tensor& self, at::IntArrayRef bins,
+                                 std::optional<at::ArrayRef<double>> range, const OptTensor& weight, bool density) {
+  std::vector<at::Tensor> edges = histogramddEdges(self, bins, range);
+  return histogramddCount(self, edges, weight, density);
+}
+at::Tensor histogramddFromBinTensors(const at::Tensor& self, at::TensorList bins, const OptTensor& weight,
+                                     bool density) {
+  return histogramddCount(self, bins, weight, density);
+}
+
 // ---- bincount ------------------------------------------------------------------------------------
 
 at::Tensor bincount(const at::Tensor& self, const OptTensor& weights, int64_t minlength) {
@@ -227,6 +324,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histogram.bin_ct", histogramBinCt);
   m.impl("histogram.bins_tensor", histogramBins);
   m.impl("bincount", bincount);
+  m.impl("_histogramdd_bin_edges", histogramddBinEdges);
+  m.impl("_histogramdd_from_bin_cts", histogramddFromBinCts);
+  m.impl("_histogramdd_from_bin_tensors", histogramddFromBinTensors);
   m.impl("repeat_interleave.Tensor", repeatInterleave);
 }
 
