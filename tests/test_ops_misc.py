@@ -451,3 +451,14 @@ def test_histogramdd(mode, density):
             assert_close(a.hist, e.hist)
             for ea, ee in zip(a.bin_edges, e.bin_edges):
                 assert_close(ea, ee)
+
+
+@pytest.mark.parametrize("p,dim", [(2.0, 0), (1.0, 1), (3.0, -1)])
+def test_renorm(mode, p, dim):
+    x = torch.randn(3, 4, 2, generator=gen())
+    check_fn(lambda x: torch.renorm(x, p, dim, 1.2), x)
+    t = x.to("tpu")
+    t.renorm_(p, dim, 1.2)
+    assert_close(t, torch.renorm(x, p, dim, 1.2))
+    with pytest.raises(RuntimeError, match="non-positive-norm"):
+        torch.renorm(x.to("tpu"), 0, 0, 1.0)

@@ -1,9 +1,10 @@
-// nn.EmbeddingBag (_embedding_bag, its dense and per-sample-weight backwards) and Embedding(max_norm=...)'s
-// embedding_renorm_, composed of tpu ops. The bag of each index comes from the offsets by an upper-bound
-// search (empty bags fall out naturally); rows are summed with index_add, max bags with an amax
-// scatter_reduce. Our own auxiliary outputs (offset2bag, bag_size = non-padding indices per bag,
+// nn.EmbeddingBag (_embedding_bag, its dense and per-sample-weight backwards), Embedding(max_norm=...)'s
+// embedding_renorm_ and torch.renorm, composed of tpu ops. The bag of each index comes from the offsets by
+// an upper-bound search (empty bags fall out naturally); rows are summed with index_add, max bags with an
+// amax scatter_reduce. Our own auxiliary outputs (offset2bag, bag_size = non-padding indices per bag,
 // max_indices = the weight row chosen per bag and column) are what our backward reads.
 #include <ATen/ATen.h>
+#include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
 namespace tpu::aten {
@@ -119,6 +120,37 @@ at::Tensor& embeddingRenorm(at::Tensor& self, const at::Tensor& indices, double 
   return self;
 }
 
+// torch.renorm: each slice along `dim` whose p-norm exceeds maxnorm is scaled by maxnorm / (norm + 1e-7);
+// norms of float16/bfloat16 in float32, as CPU/CUDA.
+at::Tensor& renormOut(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                      at::Tensor& out) {
+  TORCH_CHECK(!p.isComplex(), "renorm: p must be real-valued");
+  TORCH_CHECK(p.toDouble() > 0, "renorm: non-positive-norm not supported");
+  TORCH_CHECK(!maxnorm.isComplex(), "renorm: maxnorm must be real-valued");
+  TORCH_CHECK(maxnorm.toDouble() >= 0, "renorm: expected maxnorm to be >= 0 but got ", maxnorm.toDouble());
+  TORCH_CHECK(self.dim() > 1, "renorm: input needs at least 2 dimensions, got ", self.dim(), " dimensions");
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "renorm: expected a floating-point input, got ",
+              self.scalar_type());
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < self.dim(); ++i)
+    if (i != dim) dims.push_back(i);
+  at::ScalarType acc = self.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor norm = at::linalg_vector_norm(self.to(acc), p.toDouble(), dims, true);
+  double mx = maxnorm.toDouble();
+  at::Tensor factor = at::where(norm > mx, mx / (norm + 1e-7), at::ones({}, norm.options()));
+  at::Tensor r = self * factor.to(self.scalar_type());
+  if (!out.is_same(self)) out.resize_(self.sizes());
+  return out.copy_(r);
+}
+at::Tensor renorm(const at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  at::Tensor out = at::empty_like(self);
+  return renormOut(self, p, dim, maxnorm, out);
+}
+at::Tensor& renorm_(at::Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm) {
+  return renormOut(self, p, dim, maxnorm, self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -128,6 +160,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_embedding_bag_dense_backward", embeddingBagDenseBackward);
   m.impl("_embedding_bag_per_sample_weights_backward", embeddingBagPswBackward);
   m.impl("embedding_renorm_", embeddingRenorm);
+  m.impl("renorm", renorm);
+  m.impl("renorm_", renorm_);
+  m.impl("renorm.out", renormOut);
 }
 
 }  // namespace tpu::aten
