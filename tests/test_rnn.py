@@ -171,3 +171,31 @@ def test_fused_cell_bad_input(mode):
                                    torch.randn(6, device=d))
     with pytest.raises(RuntimeError, match="input.size"):
         nn.LSTM(4, 6).to(d)(torch.randn(5, 2, 3, device=d))
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_cell_double_backward(mode, kind):
+    # create_graph=True takes ATen's differentiable cell backward (_thnn_differentiable_*), composed of tpu ops.
+    def run(device):
+        torch.manual_seed(0)
+        cell = (nn.LSTMCell if kind == "lstm" else nn.GRUCell)(3, 4).to(device)
+        x = seq(2, 3).to(device).requires_grad_()
+        out = cell(x)
+        loss = sum((o * o).sum() for o in out) if kind == "lstm" else (out * out).sum()
+        g, = torch.autograd.grad(loss, x, create_graph=True)
+        gg, = torch.autograd.grad(g.sum(), x)
+        return g.detach(), gg
+    for a, e in zip(run("tpu"), run("cpu")):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_reduced_precision(mode):
+    # float16 weights and input: the cell computes in float32 (as CUDA's accscalar_t) and stores float16.
+    torch.manual_seed(0)
+    m = nn.LSTM(4, 5)
+    x = seq(3, 2, 4)
+    ref, _ = m(x)
+    out, (h, c) = m.to("tpu").half()(x.to("tpu").half())
+    assert out.dtype == h.dtype == c.dtype == torch.float16
+    # Bound: a few float16 roundings (eps 9.8e-4) of weights, input and each of the 3 steps, outputs below 1.
+    torch.testing.assert_close(out.float().cpu(), ref.detach(), rtol=0, atol=5e-3)
