@@ -25,12 +25,6 @@ Value sumOver(Builder& b, Value x, int64_t dim) {
     return std::vector<Value>{rb.add(a[0], a[1])};
   })[0];
 }
-Value maxOver(Builder& b, Value x, std::vector<int64_t> dims) {
-  Value init = b.constant(x.dtype(), -1.0);  // used on non-negative values only
-  return b.reduce({&x, 1}, {&init, 1}, dims, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.max(a[0], a[1])};
-  })[0];
-}
 Value anyOver(Builder& b, Value x) {
   Value init = b.constantInt(DType::Pred, 0);
   return b.reduce({&x, 1}, {&init, 1}, upto(x.rank()), [](Builder& rb, std::span<const Value> a) {
@@ -302,37 +296,35 @@ std::pair<Value, Value> eighJacobi(Builder& b, Value a, bool lower) {
   Value A = b.add(t, where(b, strict, transposeLast(b, t), zerosLike(b, t)));
   Value V = eye(b, a.dtype(), batch, n);
   double eps = epsOf(a.dtype());
-  auto offNorm = [&](Builder& r, Value X) {  // any batch element with off(X) > eps * |X|
-    Mat mx{r, X};
-    Value off = r.compare(Cmp::NE, mx.rowIota(), mx.colIota());
-    Value x2 = r.mul(X, X);
-    Value o = sumOver(r, sumOver(r, where(r, off, x2, zerosLike(r, x2)), nb + 1), nb);
-    Value f = sumOver(r, sumOver(r, x2, nb + 1), nb);
-    return anyOver(r, r.compare(Cmp::GT, o, r.mul(r.scalarLike(f, eps * eps), f)));
-  };
-  Value sweep0 = s64(b, 0);
-  Value init[] = {A, V, sweep0};
+  // Sweeps until one rotates nothing: a pair is skipped when |a_pq| <= eps sqrt(|a_pp a_qq|) (the usual
+  // threshold for relative accuracy; an absolute off-diagonal bound is never met under rounding).
+  Value init[] = {A, V, s64(b, 0), b.constantInt(DType::Pred, 1)};
   auto out = b.whileLoop(
       init,
       [&](Builder& r, std::span<const Value> v) {
-        Value more = r.compare(Cmp::LT, v[2], s64(r, 40));
-        return std::vector<Value>{r.binary("and", more, offNorm(r, v[0]))};
+        return std::vector<Value>{r.binary("and", r.compare(Cmp::LT, v[2], s64(r, 40)), v[3])};
       },
       [&](Builder& r, std::span<const Value> v) {
-        auto res = forLoop(r, s64(r, 0), s64(r, n - 1), {v[0], v[1]}, [&](Builder& r1, Value p, std::span<const Value> w) {
-          return forLoop(r1, r1.add(p, s64(r1, 1)), s64(r1, n), {w[0], w[1]},
+        Value notDone = r.constantInt(DType::Pred, 0);
+        auto res = forLoop(r, s64(r, 0), s64(r, n - 1), {v[0], v[1], notDone},
+                           [&](Builder& r1, Value p, std::span<const Value> w) {
+          return forLoop(r1, r1.add(p, s64(r1, 1)), s64(r1, n), {w[0], w[1], w[2]},
                          [&](Builder& r2, Value q, std::span<const Value> x) {
                            Value X = x[0], Vm = x[1];
                            Mat mx{r2, X};
                            Value rp = mx.row(p), rq = mx.row(q);
                            Value app = entry(r2, rp, p), apq = entry(r2, rp, q), aqq = entry(r2, rq, q);
-                           Value skip = r2.compare(Cmp::EQ, apq, zerosLike(r2, apq));
+                           Value bound = r2.mul(r2.scalarLike(app, eps),
+                                                r2.unary("sqrt", r2.unary("abs", r2.mul(app, aqq))));
+                           Value skip = r2.binary("or", r2.compare(Cmp::EQ, apq, zerosLike(r2, apq)),
+                                                  r2.compare(Cmp::LE, r2.unary("abs", apq), bound));
                            auto [c, sn] = jacobiCs(r2, r2.sub(aqq, app), apq, skip);
                            Value X1 = rotateCols(r2, rotateRows(r2, X, p, q, c, sn), p, q, c, sn);
-                           return std::vector<Value>{X1, rotateCols(r2, Vm, p, q, c, sn)};
+                           Value any = anyOver(r2, r2.unary("not", skip));
+                           return std::vector<Value>{X1, rotateCols(r2, Vm, p, q, c, sn), r2.binary("or", x[2], any)};
                          });
         });
-        return std::vector<Value>{res[0], res[1], r.add(v[2], s64(r, 1))};
+        return std::vector<Value>{res[0], res[1], r.add(v[2], s64(r, 1)), res[2]};
       });
   Mat mo{b, out[0]};
   Value diagMask = b.compare(Cmp::EQ, mo.rowIota(), mo.colIota());

@@ -4,7 +4,7 @@
 // - QR: Householder reflections as LAPACK's geqrf + orgqr (dlarfg's convention: beta = -sign(x0) |x|, no
 //   reflection when the column below the diagonal is already zero, so R's diagonal signs match CPU).
 // - eigh: cyclic Jacobi rotations on the symmetric matrix (read from the lower triangle, as UPLO='L'),
-//   sweeps until the off-diagonal part is below machine epsilon; eigenvalues ascending.
+//   sweeps until one rotates nothing (threshold eps sqrt(|a_pp a_qq|)); eigenvalues ascending.
 // - SVD: one-sided (Hestenes) Jacobi on the columns, accurate to the small singular values; U is made
 //   orthonormal (also for zero singular values and full_matrices) by a Householder QR of the normalised
 //   columns. Singular values descending.
