@@ -44,7 +44,6 @@ std::vector<runtime::HostOperand> operandsForLaunch(const runtime::CapturedGraph
   return operands;
 }
 
-
 // inputs[p]: the tensor whose storage feeds storage parameter p (undefined otherwise);
 // outputs[r]: the tensor whose storage receives result r (a mutated input), or undefined for
 // a new storage, allocated here. Returns, per result, a tensor on the storage it went to.

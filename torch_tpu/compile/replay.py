@@ -17,7 +17,8 @@ generator at every replay, in the traced order, so the generator advances as in 
 Each graph keeps a plan per argument signature (bounded, `Plans`): with dynamic shapes a
 signature includes the sizes' values, which the traced program holds as constants.
 Not replayed: graphs drawing from an explicit generator, graphs with CPU-tensor
-arguments (their values may become operands), graphs cut by a host read.
+arguments (their values may become operands; backend.cpu_scalars_used_on_tpu moves the
+0-dim ones that only feed tpu math to tpu first), graphs cut by a host read.
 """
 import os
 
