@@ -25,7 +25,7 @@ bool sameDtype(const std::vector<at::Tensor>& tensors) {
   return true;
 }
 
-bool HostStaging::Entry::idle() const { return host.use_count() == 1 && (!alias || alias.use_count() == 1); }
+bool HostStaging::Entry::idle() const { return host.use_count() == 1; }
 
 at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
   const size_t nbytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
@@ -36,7 +36,6 @@ at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& e : pool_)
       if (e.host.nbytes() == nbytes && e.idle()) {
-        e.alias.reset();  // no storage uses that device buffer any more
         storage = e.host;
         break;
       }
@@ -53,7 +52,7 @@ at::Tensor HostStaging::buffer(at::IntArrayRef sizes, at::ScalarType dtype) {
           ++it;
         }
       }
-      if (pool_.size() < kMaxPooled && total <= kMaxPooledBytes) pool_.push_back({storage, nullptr});
+      if (pool_.size() < kMaxPooled && total <= kMaxPooledBytes) pool_.push_back({storage});
     }
   }
   return at::empty({0}, options).set_(storage, 0, sizes);
@@ -83,17 +82,11 @@ void HostStaging::writeBack(const at::Tensor& t, const at::Tensor& host) {
   if (t.is_same(host)) return;
   if (isTpu(t) && coversStorage(t) && host.is_contiguous() && host.scalar_type() == t.scalar_type() &&
       host.numel() == t.numel() && t.numel() > 0) {
+    // Copied, never handed over zero-copy: a program launched on a buffer aliasing the pooled host
+    // memory may still read it after its storage lets go, when the pool would already reuse it
+    // (seen as wrong gradient norms in FSDP2 + bf16 training, tests/dist_repro_clip_norm.py).
     auto& executor = runtime::Executor::get();
     runtime::DeviceStorage& storage = *aten::deviceStorage(t.storage());
-    if (host.storage_offset() == 0 && host.storage().nbytes() == storage.nbytes) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& e : pool_)
-        if (e.host.unsafeGetStorageImpl() == host.storage().unsafeGetStorageImpl()) {
-          // The pooled buffer becomes the device buffer; it is reused once the storage lets go of it.
-          e.alias = executor.uploadAliasing(storage, host.data_ptr(), aten::toHlo(t.scalar_type()));
-          return;
-        }
-    }
     executor.upload(storage, host.data_ptr(), aten::toHlo(t.scalar_type()));
     return;
   }

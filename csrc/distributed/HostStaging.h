@@ -11,10 +11,6 @@
 #include <mutex>
 #include <vector>
 
-namespace tpu::pjrt {
-class Buffer;
-}
-
 namespace tpu::distributed {
 
 class HostStaging {
@@ -28,8 +24,7 @@ class HostStaging {
   // host sees a single download.
   at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
 
-  // Writes a host result back into t (a no-op when host is t). A pooled host buffer that covers t
-  // becomes t's device buffer without a copy where the plugin's device memory is host memory.
+  // Writes a host result back into t (a no-op when host is t): one host-to-device copy.
   void writeBack(const at::Tensor& t, const at::Tensor& host);
   // Writes consecutive pieces of `flat` back into `tensors`.
   void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
@@ -42,9 +37,6 @@ class HostStaging {
 
   struct Entry {
     c10::Storage host;
-    // The device buffer aliasing `host` (zero-copy upload), while a storage may still use it. The
-    // pool's reference also keeps XLA from being donated this memory.
-    std::shared_ptr<pjrt::Buffer> alias;
     bool idle() const;
   };
   std::mutex mutex_;

@@ -84,24 +84,6 @@ std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType typ
   return std::move(up.buffer);
 }
 
-std::unique_ptr<Buffer> Client::bufferAliasingHost(const void* data, ElementType type,
-                                                   const std::vector<int64_t>& dims, size_t device) const {
-  const PJRT_Api* a = api();
-  auto args = TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
-  args.client = client_;
-  args.data = data;
-  args.type = toPjrt(type);
-  args.dims = dims.data();
-  args.num_dims = dims.size();
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableZeroCopy;
-  args.device = devices_.at(device);
-  check(a, a->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
-  // With aliasing, done_with_host_buffer fires only when the buffer is destroyed: the caller keeps
-  // `data` alive that long anyway, so the event handle is not needed.
-  Event done(a, args.done_with_host_buffer);
-  return std::make_unique<Buffer>(a, args.buffer);
-}
-
 std::unique_ptr<Executable> Client::compile(const std::string& mlir, const CompileOptions& opts) const {
   const PJRT_Api* a = api();
   std::string options = encodeCompileOptions(opts);

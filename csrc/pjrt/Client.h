@@ -45,11 +45,6 @@ class Client {
   };
   AsyncUpload bufferFromHostAsync(const void* data, ElementType type, const std::vector<int64_t>& dims,
                                   size_t device) const;
-  // A buffer that may alias `data` instead of copying it (kImmutableZeroCopy: the XLA CPU plugin
-  // aliases aligned dense host memory). `data` must stay alive and unchanged until the buffer is
-  // destroyed; plugins that copy are done with it when this returns.
-  std::unique_ptr<Buffer> bufferAliasingHost(const void* data, ElementType type, const std::vector<int64_t>& dims,
-                                             size_t device) const;
   // Compiles StableHLO MLIR text.
   std::unique_ptr<Executable> compile(const std::string& mlir, const CompileOptions& opts) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;

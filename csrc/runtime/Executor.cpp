@@ -748,20 +748,6 @@ void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
   storage.elem = elem;
 }
 
-std::shared_ptr<pjrt::Buffer> Executor::uploadAliasing(DeviceStorage& storage, const void* bytes, DType elem) {
-  auto& client = Runtime::get().client();
-  if (client.platformName() != "cpu") {
-    upload(storage, bytes, elem);
-    return nullptr;
-  }
-  awaitHostRange(bytes, storage.nbytes);
-  if (storage.inGraph) forget(&storage);
-  int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
-  storage.buffer = std::shared_ptr<pjrt::Buffer>(client.bufferAliasingHost(bytes, toElementType(elem), {n}, storage.device));
-  storage.elem = elem;
-  return storage.buffer;
-}
-
 ExecutorStats Executor::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ExecutorStats s = stats_;

@@ -46,11 +46,6 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
-  // As upload, but on plugins whose device memory is host memory (the XLA CPU plugin) the new buffer
-  // aliases `bytes` instead of copying them; returns it (null where it copied). The caller must keep
-  // `bytes` alive and unchanged while that buffer lives, and hold the returned reference: as long as
-  // it does, nothing donates the buffer to XLA (donation needs the storage's reference to be the only one).
-  std::shared_ptr<pjrt::Buffer> uploadAliasing(DeviceStorage& storage, const void* bytes, hlo::DType elem);
 
   // Asynchronous host transfers (non_blocking copies with pinned host memory).
   // Each returns once the transfer is started; `keepAlive` (the host memory's
