@@ -56,9 +56,9 @@ Value reinterpretFlat(hlo::Builder& b, Value flat, DType to) {
 namespace {
 
 // Flat element index of every view element: offset + sum_k iota_k * stride_k.
-Value elementIndices(hlo::Builder& b, const ViewSpec& v) {
+Value elementIndices(hlo::Builder& b, const ViewSpec& v, const Value* offset) {
   hlo::Type t{DType::S64, v.sizes};
-  Value idx = b.full(t, static_cast<double>(v.offset));
+  Value idx = offset ? b.broadcast(*offset, v.sizes) : b.full(t, static_cast<double>(v.offset));
   for (size_t k = 0; k < v.sizes.size(); ++k) {
     if (v.sizes[k] == 1 || v.strides[k] == 0) continue;
     Value term = b.mul(b.iota(t, static_cast<int64_t>(k)), b.full(t, static_cast<double>(v.strides[k])));
@@ -75,10 +75,8 @@ hlo::GatherDims pointGatherDims(int64_t rank) {
   return d;
 }
 
-// Reading a non-overlapping strided view without a gather: the dims sorted by
-// stride become a reshape of the flat range, then a slice of that block.
-bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
-  std::vector<int64_t> dims;
+// The dims of a block read (sorted by stride), or false when the view's strides do not nest.
+bool blockDims(const ViewSpec& v, std::vector<int64_t>& dims) {
   for (size_t i = 0; i < v.sizes.size(); ++i)
     if (v.sizes[i] > 1 && v.strides[i] > 0) dims.push_back(static_cast<int64_t>(i));
   std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
@@ -86,6 +84,20 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
     int64_t outer = v.strides[dims[i]], inner = v.strides[dims[i + 1]];
     if (outer % inner != 0 || outer < inner * v.sizes[dims[i + 1]]) return false;
   }
+  return true;
+}
+
+// Elements from the offset that a block read takes from the flat buffer.
+int64_t blockLength(const ViewSpec& v, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return 1;
+  return v.sizes[dims[0]] * v.strides[dims[0]];
+}
+
+// Reading a non-overlapping strided view without a gather: the dims sorted by
+// stride become a reshape of the flat range, then a slice of that block.
+bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, const Value* offset) {
+  std::vector<int64_t> dims;
+  if (!blockDims(v, dims)) return false;
   hlo::Shape block, limits;
   if (dims.empty()) {
     block = {1};
@@ -103,7 +115,8 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
   int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
   int64_t available = flat.shape()[0];
   int64_t end = std::min(available, v.offset + length);
-  Value range = b.slice(flat, {v.offset}, {end}, {1});
+  Value range = offset && end - v.offset == length ? b.dynamicSlice(flat, {offset, 1}, {length})
+                                                    : b.slice(flat, {v.offset}, {end}, {1});
   if (end - v.offset < length)
     range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {v.offset + length - end}, {0});
   Value blocked = b.reshape(range, block);
@@ -125,15 +138,28 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
 
 }  // namespace
 
-Value readView(hlo::Builder& b, Value flat, const ViewSpec& v) {
+bool offsetCanBeOperand(const ViewSpec& v, int64_t storageElems, bool write) {
+  if (v.offset == 0 || v.numel() == 0) return false;
+  if (write || v.isContiguous()) return true;
+  std::vector<int64_t> dims;
+  if (!blockDims(v, dims)) return true;  // a point gather: indices computed from the offset
+  // A block read past the end pads with the offset's own length: keep that one constant.
+  int64_t length = blockLength(v, dims);
+  return v.offset + length <= storageElems;
+}
+
+Value readView(hlo::Builder& b, Value flat, const ViewSpec& v, const Value* offset) {
   hlo::Type t{v.dtype, v.sizes};
   int64_t n = v.numel();
   if (n == 0) return b.full(t, 0);
-  if (v.isContiguous()) return b.reshape(b.slice(flat, {v.offset}, {v.offset + n}, {1}), v.sizes);
+  if (v.isContiguous()) {
+    Value range = offset ? b.dynamicSlice(flat, {offset, 1}, {n}) : b.slice(flat, {v.offset}, {v.offset + n}, {1});
+    return b.reshape(range, v.sizes);
+  }
   Value out;
-  if (tryBlockRead(b, flat, v, out)) return out;
+  if (tryBlockRead(b, flat, v, out, offset)) return out;
   // Overlapping or irregular strides (unfold, as_strided): one point gather.
-  Value idx = b.reshape(elementIndices(b, v), [&] {
+  Value idx = b.reshape(elementIndices(b, v, offset), [&] {
     hlo::Shape s = v.sizes;
     s.push_back(1);
     return s;
@@ -141,17 +167,17 @@ Value readView(hlo::Builder& b, Value flat, const ViewSpec& v) {
   return b.gather(flat, idx, pointGatherDims(static_cast<int64_t>(v.sizes.size())), {1}, v.sizes);
 }
 
-Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values) {
+Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values, const Value* offset) {
   int64_t n = v.numel();
   if (n == 0) return flat;
   values = b.convert(values, flat.dtype());
   if (v.isContiguous()) {
-    Value start = b.constantInt(DType::S64, v.offset);
+    Value start = offset ? *offset : b.constantInt(DType::S64, v.offset);
     return b.dynamicUpdateSlice(flat, b.reshape(values, {n}), {&start, 1});
   }
   hlo::Shape idxShape = v.sizes;
   idxShape.push_back(1);
-  Value idx = b.reshape(elementIndices(b, v), idxShape);
+  Value idx = b.reshape(elementIndices(b, v, offset), idxShape);
   hlo::ScatterDims d;
   d.insertedWindowDims = {0};
   d.scatterDimsToOperandDims = {0};
