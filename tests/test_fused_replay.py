@@ -89,9 +89,9 @@ def test_data_dependent_branch(mode):
         for _ in range(14):
             y = x @ w
             if y.sum().item() > 0:
-                x = torch.tanh(y) - 0.3
+                x = torch.tanh(y) * 0.5 - 0.3
             else:
-                x = (y * 1.5).sin() + 0.2
+                x = (y * 1.5).sin() * 0.5 + 0.2
                 x[:, 1:3] = x[:, 1:3] * 2
             out.append(x.sum().item())
         return out, x.cpu()
@@ -99,8 +99,8 @@ def test_data_dependent_branch(mode):
     cpu_out, cpu_x = run("cpu")
     before = fused_stats()
     tpu_out, tpu_x = run("tpu")
-    assert tpu_out == pytest.approx(cpu_out, rel=1e-5, abs=1e-5)
-    torch.testing.assert_close(tpu_x, cpu_x, rtol=1e-5, atol=1e-5)
+    assert tpu_out == pytest.approx(cpu_out, rel=1e-4, abs=1e-5)
+    torch.testing.assert_close(tpu_x, cpu_x, rtol=1e-4, atol=1e-5)
     assert len(set(v > 0 for v in cpu_out)) == 2  # both branches ran
     if mode == "fused":
         assert fused_stats()["eager_replays"] > before["eager_replays"]
@@ -152,9 +152,8 @@ def test_moving_offset_does_not_compile_every_step(mode):
     assert tpu_out == pytest.approx(cpu_out, rel=1e-5, abs=1e-5)
     torch.testing.assert_close(tpu_cache, cpu_cache)
     torch.testing.assert_close(tpu_flat, cpu_flat)
-    if mode == "fused":
-        # Offsets 3..11 are new, but they are operands: the same graphs serve every position.
-        assert compiles() == c0
+    # Offsets 3..11 are new, but they are operands: the same programs serve every position.
+    assert compiles() == c0
 
 
 def test_executor_stats_count_fused_compiles(mode):

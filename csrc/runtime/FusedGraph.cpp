@@ -61,6 +61,7 @@ void FusedGraph::reset() {
   indexFlag_.reset();
   recording_.reset();
   replay_.reset();
+  candidates_.clear();
   replayPos_ = 0;
   boundBuffers_.clear();
   boundOperands_.clear();
@@ -83,23 +84,24 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
     if (replay_) {
       replayed = replayOp(call, signature);
       if (!replayed) {
+        traceNext_ = replay_->ops.front().signature;
         flushReplay("replay mismatch");  // run the ops bound so far; trace from this one
         signature = replaySignature(call, order_.size());
       }
     }
     if (!replayed && ops_ == 0) {
-      for (size_t i = 0; i < recordings_.size(); ++i) {
-        if (recordings_[i]->ops.front().signature != signature) continue;
-        std::rotate(recordings_.begin(), recordings_.begin() + static_cast<ptrdiff_t>(i),
-                    recordings_.begin() + static_cast<ptrdiff_t>(i) + 1);
-        replay_ = recordings_.front();
-        boundBuffers_.assign(replay_->params.size(), nullptr);
-        boundOperands_.assign(replay_->params.size(), HostOperand{hlo::DType::F32});
+      if (traceNext_ == signature) {
+        traceNext_ = 0;  // record this stream as another candidate
+      } else {
+        for (const auto& r : recordings_)
+          if (r->ops.front().signature == signature) candidates_.push_back(r);
+      }
+      if (!candidates_.empty()) {
+        replay_ = candidates_.front();
         firstOp_ = call.name;
         device_ = !call.outputs.empty() ? call.outputs[0].storage->device
                   : !call.inputs.empty() ? call.inputs[0].storage->device : 0;
         replayed = replayOp(call, signature);
-        break;
       }
       if (!replayed) recording_ = std::make_shared<FusedRecording>();
     }
@@ -421,8 +423,15 @@ void FusedGraph::flush(const char* reason) {
 }
 
 void FusedGraph::keepRecording(const char*) {
-  uint64_t first = recording_->ops.front().signature;
-  std::erase_if(recordings_, [first](const auto& r) { return r->ops.front().signature == first; });
+  // Streams that start alike are kept side by side (a step with a data-dependent branch); the same
+  // stream recorded again replaces its older recording.
+  const FusedRecording& rec = *recording_;
+  std::erase_if(recordings_, [&rec](const auto& r) {
+    if (r->ops.size() != rec.ops.size()) return false;
+    for (size_t i = 0; i < rec.ops.size(); ++i)
+      if (r->ops[i].signature != rec.ops[i].signature) return false;
+    return true;
+  });
   recordings_.insert(recordings_.begin(), std::move(recording_));
   if (recordings_.size() > kMaxRecordings) recordings_.pop_back();
 }
@@ -483,8 +492,17 @@ bool FusedGraph::replayOp(const OpCall& call, uint64_t signature) {
   // The op matches the recorded one when its signature does: everything the trace would depend
   // on is in it, so binding its storages and operands to the recorded parameters gives the
   // program the traced graph would have built.
+  auto matches = [&](const std::shared_ptr<FusedRecording>& r) {
+    return replayPos_ < r->ops.size() && r->ops[replayPos_].signature == signature;
+  };
+  std::erase_if(candidates_, [&](const auto& r) { return !matches(r); });
+  if (candidates_.empty()) return false;
+  if (!matches(replay_)) replay_ = candidates_.front();  // same ops so far: same bindings
   const FusedRecording& rec = *replay_;
-  if (replayPos_ >= rec.ops.size() || rec.ops[replayPos_].signature != signature) return false;
+  if (boundBuffers_.size() < rec.params.size()) {
+    boundBuffers_.resize(rec.params.size());
+    boundOperands_.resize(rec.params.size(), HostOperand{hlo::DType::F32});
+  }
   const RecordedOp& op = rec.ops[replayPos_];
   size_t begin = replayPos_ ? rec.ops[replayPos_ - 1].paramsEnd : 0;
   // Slots in the trace's first-touch order: inputs, then outputs.
@@ -512,8 +530,11 @@ bool FusedGraph::replayOp(const OpCall& call, uint64_t signature) {
 }
 
 void FusedGraph::flushReplay(const char* reason) {
-  std::shared_ptr<FusedRecording> rec = replay_;
   size_t n = replayPos_;
+  // A candidate that ends here, if any (another may go on longer).
+  for (const auto& c : candidates_)
+    if (c->ops.size() == n) replay_ = c;
+  std::shared_ptr<FusedRecording> rec = replay_;
   // Storages the graph wrote that are still alive, in slot order: what must be materialised.
   std::vector<int32_t> live;
   for (size_t slot = 0; slot < order_.size(); ++slot)
@@ -583,6 +604,7 @@ void FusedGraph::flushReplay(const char* reason) {
   try {
     g.exe = programFor(b->module(), hit, seconds);
     boundBuffers_.resize(last.paramsEnd);
+    boundOperands_.resize(last.paramsEnd, HostOperand{hlo::DType::F32});
     launch(g, std::move(boundBuffers_), boundOperands_, outputs, "fused graph (replay prefix)");
   } catch (...) {
     reset();

@@ -147,7 +147,9 @@ class FusedGraph final : public TraceContext {
   // Fused replay: the graph being traced is recorded op by op (eager ops only); a new graph whose
   // first op matches a kept recording binds its ops to it instead of tracing them.
   std::shared_ptr<FusedRecording> recording_;
-  std::shared_ptr<FusedRecording> replay_;
+  std::shared_ptr<FusedRecording> replay_;                   // the candidate bound so far
+  std::vector<std::shared_ptr<FusedRecording>> candidates_;  // recordings matching every op so far
+  uint64_t traceNext_ = 0;  // a replay from this first op diverged: trace the next such graph whole
   size_t replayPos_ = 0;
   std::vector<std::shared_ptr<pjrt::Buffer>> boundBuffers_;  // per parameter of replay_
   std::vector<HostOperand> boundOperands_;

@@ -87,10 +87,31 @@ bool blockDims(const ViewSpec& v, std::vector<int64_t>& dims) {
   return true;
 }
 
-// Elements from the offset that a block read takes from the flat buffer.
-int64_t blockLength(const ViewSpec& v, const std::vector<int64_t>& dims) {
-  if (dims.empty()) return 1;
-  return v.sizes[dims[0]] * v.strides[dims[0]];
+// 1 + the flat distance from the view's first element to its last one.
+int64_t viewExtent(const ViewSpec& v) {
+  int64_t e = 1;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.sizes[i] > 1) e += (v.sizes[i] - 1) * std::abs(v.strides[i]);
+  return e;
+}
+
+// The block read's slice, transpose and broadcast back to the view.
+bool finishBlockRead(hlo::Builder& b, Value blocked, const ViewSpec& v, const std::vector<int64_t>& dims,
+                     const hlo::Shape& block, const hlo::Shape& limits, Value& out) {
+  std::vector<int64_t> zeros(block.size(), 0), ones(block.size(), 1);
+  Value sliced = b.slice(blocked, zeros, limits, ones);
+  // Drop the trailing stride dim, restore the original dim order.
+  hlo::Shape sortedSizes(limits.begin(), limits.end() - 1);
+  Value sorted = b.reshape(sliced, sortedSizes);
+  std::vector<int64_t> byDim = dims, perm(dims.size());
+  std::sort(byDim.begin(), byDim.end());
+  for (size_t i = 0; i < byDim.size(); ++i)
+    perm[i] = std::find(dims.begin(), dims.end(), byDim[i]) - dims.begin();
+  Value natural = b.transpose(sorted, perm);
+  // Re-insert size-1 dims and broadcast stride-0 dims.
+  const std::vector<int64_t>& keptDims = byDim;
+  out = keptDims.size() == v.sizes.size() ? natural : b.broadcastInDim(natural, v.sizes, keptDims);
+  return true;
 }
 
 // Reading a non-overlapping strided view without a gather: the dims sorted by
@@ -115,37 +136,26 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, co
   int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
   int64_t available = flat.shape()[0];
   int64_t end = std::min(available, v.offset + length);
-  Value range = offset && end - v.offset == length ? b.dynamicSlice(flat, {offset, 1}, {length})
-                                                    : b.slice(flat, {v.offset}, {end}, {1});
+  Value range;
+  if (offset) {
+    // The last block runs past the last element the view touches: pad by that much (a constant
+    // of the view's shape), so one program reads at every offset.
+    int64_t over = length - viewExtent(v);
+    Value padded = over > 0 ? b.pad(flat, b.constant(flat.dtype(), 0), {0}, {over}, {0}) : flat;
+    Value blocked = b.reshape(b.dynamicSlice(padded, {offset, 1}, {length}), block);
+    return finishBlockRead(b, blocked, v, dims, block, limits, out);
+  }
+  range = b.slice(flat, {v.offset}, {end}, {1});
   if (end - v.offset < length)
     range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {v.offset + length - end}, {0});
-  Value blocked = b.reshape(range, block);
-  std::vector<int64_t> zeros(block.size(), 0), ones(block.size(), 1);
-  Value sliced = b.slice(blocked, zeros, limits, ones);
-  // Drop the trailing stride dim, restore the original dim order.
-  hlo::Shape sortedSizes(limits.begin(), limits.end() - 1);
-  Value sorted = b.reshape(sliced, sortedSizes);
-  std::vector<int64_t> byDim = dims, perm(dims.size());
-  std::sort(byDim.begin(), byDim.end());
-  for (size_t i = 0; i < byDim.size(); ++i)
-    perm[i] = std::find(dims.begin(), dims.end(), byDim[i]) - dims.begin();
-  Value natural = b.transpose(sorted, perm);
-  // Re-insert size-1 dims and broadcast stride-0 dims.
-  const std::vector<int64_t>& keptDims = byDim;
-  out = keptDims.size() == v.sizes.size() ? natural : b.broadcastInDim(natural, v.sizes, keptDims);
-  return true;
+  return finishBlockRead(b, b.reshape(range, block), v, dims, block, limits, out);
 }
-
 }  // namespace
 
 bool offsetCanBeOperand(const ViewSpec& v, int64_t storageElems, bool write) {
   if (v.offset == 0 || v.numel() == 0) return false;
   if (write || v.isContiguous()) return true;
-  std::vector<int64_t> dims;
-  if (!blockDims(v, dims)) return true;  // a point gather: indices computed from the offset
-  // A block read past the end pads with the offset's own length: keep that one constant.
-  int64_t length = blockLength(v, dims);
-  return v.offset + length <= storageElems;
+  return v.offset + viewExtent(v) <= storageElems;  // a valid view always is: reads its storage only
 }
 
 Value readView(hlo::Builder& b, Value flat, const ViewSpec& v, const Value* offset) {
