@@ -196,9 +196,9 @@ void Builder::ret(std::span<const Value> results) {
   emit({}, "func.return", results, "");
 }
 
-std::unique_ptr<Builder> Builder::prefix(size_t bodyLength, size_t numParams) const {
+std::unique_ptr<Builder> Builder::prefix(size_t bodyLength, size_t numParams, int32_t nextId) const {
   auto p = std::make_unique<Builder>();
-  p->next_ = next_;
+  p->next_ = nextId;
   p->dotPrecision_ = dotPrecision_;
   p->params_.assign(params_.begin(), params_.begin() + static_cast<ptrdiff_t>(numParams));
   p->aliases_.assign(numParams, -1);

@@ -84,18 +84,13 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
     if (replay_) {
       replayed = replayOp(call, signature);
       if (!replayed) {
-        traceNext_ = replay_->ops.front().signature;
-        flushReplay("replay mismatch");  // run the ops bound so far; trace from this one
-        signature = replaySignature(call, order_.size());
+        ++stats_.replayFallbacks;
+        resumeTrace();  // the stream left every recording: trace from this op on
       }
     }
     if (!replayed && ops_ == 0) {
-      if (traceNext_ == signature) {
-        traceNext_ = 0;  // record this stream as another candidate
-      } else {
-        for (const auto& r : recordings_)
-          if (r->ops.front().signature == signature) candidates_.push_back(r);
-      }
+      for (const auto& r : recordings_)
+        if (r->ops.front().signature == signature) candidates_.push_back(r);
       if (!candidates_.empty()) {
         replay_ = candidates_.front();
         firstOp_ = call.name;
@@ -139,6 +134,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
     r.paramsEnd = static_cast<uint32_t>(recording_->params.size());
     r.writesEnd = static_cast<uint32_t>(recording_->writes.size());
     r.bodyEnd = b_->bodySize();
+    r.nextId = b_->nextId();
     r.flag = indexFlag_;
     recording_->ops.push_back(std::move(r));
   }
@@ -167,6 +163,7 @@ Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as)
   }
   values_.emplace(s, v);
   touchSlot(s);
+  if (recording_) recording_->writes.emplace_back(s->fusedSlot, v);
   return v;
 }
 
@@ -535,93 +532,88 @@ void FusedGraph::flushReplay(const char* reason) {
   for (const auto& c : candidates_)
     if (c->ops.size() == n) replay_ = c;
   std::shared_ptr<FusedRecording> rec = replay_;
-  // Storages the graph wrote that are still alive, in slot order: what must be materialised.
-  std::vector<int32_t> live;
-  for (size_t slot = 0; slot < order_.size(); ++slot)
-    if (order_[slot] && order_[slot]->written) live.push_back(static_cast<int32_t>(slot));
-  bool full = n == rec->ops.size();
-  bool covered = full && std::includes(rec->resultSlots.begin(), rec->resultSlots.end(), live.begin(), live.end());
-  bool donationOk = covered;
-  for (size_t p = 0; donationOk && p < rec->graph.params.size(); ++p) {
+  bool ok = n == rec->ops.size();
+  // Every storage the graph wrote that is still alive must be a result of the recorded program.
+  for (size_t slot = 0; ok && slot < order_.size(); ++slot)
+    if (order_[slot] && order_[slot]->written)
+      ok = std::binary_search(rec->resultSlots.begin(), rec->resultSlots.end(), static_cast<int32_t>(slot));
+  for (size_t p = 0; ok && p < rec->graph.params.size(); ++p) {
     if (!rec->graph.params[p].donated) continue;
     // Donated: nobody but the graph and (at most) its own storage may hold the buffer.
     const std::shared_ptr<pjrt::Buffer>& buf = boundBuffers_[p];
     DeviceStorage* s = order_[rec->params[p].index];
     auto others = [&] { return buf.use_count() - 1 - (s && s->buffer == buf ? 1 : 0); };
     if (others() != 0) releaseHolders(buf.get());
-    donationOk = others() == 0;
+    ok = others() == 0;
   }
-  ++stats_.flushes;
-  if (donationOk) {
-    std::vector<DeviceStorage*> outputs;
-    outputs.reserve(rec->resultSlots.size());
-    for (int32_t slot : rec->resultSlots) {
-      DeviceStorage* s = order_[slot];
-      outputs.push_back(s && s->written ? s : nullptr);
-    }
-    ++stats_.eagerReplays;
-    ++stats_.cacheHits;
-    rec->graph.device = device_;
-    try {
-      launch(rec->graph, std::move(boundBuffers_), boundOperands_, outputs, "fused graph (replay)");
-    } catch (...) {
-      reset();
-      throw;
-    }
-    if (logFused())
-      std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops from " << firstOp_ << " replayed (no trace), cut by "
-                << reason << "\n";
-    reset();
+  if (!ok) {
+    // Cut earlier or later than the recording, other tensors alive, or a buffer shared: the
+    // graph as traced (its module text finds the program when it was compiled before).
+    ++stats_.replayFallbacks;
+    resumeTrace();
+    flush(reason);
     return;
   }
-  // The ops bound so far, as the recorded module's prefix returning what is alive now.
-  ++stats_.replayFallbacks;
-  const RecordedOp& last = rec->ops[n - 1];
-  std::unique_ptr<hlo::Builder> b = rec->builder->prefix(last.bodyEnd, last.paramsEnd);
-  std::vector<std::optional<Value>> value(order_.size());
-  for (size_t w = 0; w < last.writesEnd; ++w) value[rec->writes[w].first] = rec->writes[w].second;
-  std::vector<Value> rets;
-  CapturedGraph g;
-  g.device = device_;
-  std::vector<DeviceStorage*> outputs;  // (replay launches run on the graph's current device)
-  std::vector<int32_t> slots;
-  for (int32_t slot : live) {
-    rets.push_back(*value.at(slot));
-    outputs.push_back(order_[slot]);
-    slots.push_back(slot);
-    g.results.push_back({0, rets.back().dtype(), order_[slot]->nbytes});
+  std::vector<DeviceStorage*> outputs;
+  outputs.reserve(rec->resultSlots.size());
+  for (int32_t slot : rec->resultSlots) {
+    DeviceStorage* s = order_[slot];
+    outputs.push_back(s && s->written ? s : nullptr);
   }
-  if (last.flag) rets.push_back(*last.flag);
-  g.indexFlagResult = last.flag.has_value();
-  b->ret(rets);
-  for (size_t p = 0; p < last.paramsEnd; ++p) {
-    CapturedGraph::Param cp;
-    cp.indexFlag = rec->params[p].kind == RecordedParam::Kind::Flag;
-    g.params.push_back(cp);
-  }
-  bool hit = false;
-  double seconds = 0;
+  ++stats_.flushes;
+  ++stats_.eagerReplays;
+  ++stats_.cacheHits;
+  rec->graph.device = device_;
   try {
-    g.exe = programFor(b->module(), hit, seconds);
-    boundBuffers_.resize(last.paramsEnd);
-    boundOperands_.resize(last.paramsEnd, HostOperand{hlo::DType::F32});
-    launch(g, std::move(boundBuffers_), boundOperands_, outputs, "fused graph (replay prefix)");
+    launch(rec->graph, std::move(boundBuffers_), boundOperands_, outputs, "fused graph (replay)");
   } catch (...) {
     reset();
     throw;
   }
   if (logFused())
-    std::cerr << "[torch_tpu] fused graph: " << n << " of " << rec->ops.size() << " recorded ops from " << firstOp_
-              << " run as a prefix (" << (covered ? "buffer shared" : full ? "other live outputs" : "stream changed")
-              << "), cut by " << reason << ", " << (hit ? "cache hit" : "compiled") << "\n";
-  if (full && !covered) {
-    // The step keeps other tensors alive than the recorded one did: replay that program from now on.
-    rec->graph.exe = g.exe;
-    rec->graph.params = g.params;
-    rec->graph.results = g.results;
-    rec->resultSlots = slots;
-  }
+    std::cerr << "[torch_tpu] fused graph: " << ops_ << " ops from " << firstOp_ << " replayed (no trace), cut by "
+              << reason << "\n";
   reset();
+}
+
+void FusedGraph::resumeTrace() {
+  // The state a trace of the ops bound so far would have left: the recorded module's prefix,
+  // each live storage's value, the parameters with the buffers and operands bound to them.
+  std::shared_ptr<FusedRecording> rec = replay_;
+  size_t n = replayPos_;
+  const RecordedOp& last = rec->ops[n - 1];
+  b_ = rec->builder->prefix(last.bodyEnd, last.paramsEnd, last.nextId);
+  params_.clear();
+  for (size_t p = 0; p < last.paramsEnd; ++p) {
+    const RecordedParam& rp = rec->params[p];
+    Param q;
+    q.type = b_->params()[p].type;
+    switch (rp.kind) {
+      case RecordedParam::Kind::Storage:
+        q.buffer = std::move(boundBuffers_[p]);
+        q.storage = order_[rp.index];
+        break;
+      case RecordedParam::Kind::Operand:
+      case RecordedParam::Kind::Offset: q.operand = boundOperands_[p]; break;
+      case RecordedParam::Kind::Flag: q.indexFlag = true; break;
+    }
+    params_.push_back(std::move(q));
+  }
+  values_.clear();
+  for (size_t w = 0; w < last.writesEnd; ++w) {
+    DeviceStorage* s = order_[rec->writes[w].first];
+    if (s) values_[s] = rec->writes[w].second;
+  }
+  indexFlag_ = last.flag;
+  recording_ = std::make_shared<FusedRecording>();
+  recording_->ops.assign(rec->ops.begin(), rec->ops.begin() + static_cast<ptrdiff_t>(n));
+  recording_->params.assign(rec->params.begin(), rec->params.begin() + last.paramsEnd);
+  recording_->writes.assign(rec->writes.begin(), rec->writes.begin() + last.writesEnd);
+  replay_.reset();
+  candidates_.clear();
+  boundBuffers_.clear();
+  boundOperands_.clear();
+  replayPos_ = 0;
 }
 
 }  // namespace tpu::runtime

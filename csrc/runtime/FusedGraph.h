@@ -123,6 +123,7 @@ class FusedGraph final : public TraceContext {
   // Fused replay (FusedReplay.h).
   bool replayOp(const OpCall& call, uint64_t signature);
   void flushReplay(const char* reason);
+  void resumeTrace();
   void keepRecording(const char* reason);
   void touchSlot(DeviceStorage* s);
   void releaseFinished();
@@ -149,7 +150,6 @@ class FusedGraph final : public TraceContext {
   std::shared_ptr<FusedRecording> recording_;
   std::shared_ptr<FusedRecording> replay_;                   // the candidate bound so far
   std::vector<std::shared_ptr<FusedRecording>> candidates_;  // recordings matching every op so far
-  uint64_t traceNext_ = 0;  // a replay from this first op diverged: trace the next such graph whole
   size_t replayPos_ = 0;
   std::vector<std::shared_ptr<pjrt::Buffer>> boundBuffers_;  // per parameter of replay_
   std::vector<HostOperand> boundOperands_;

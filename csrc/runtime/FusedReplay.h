@@ -4,8 +4,10 @@
 // signatures and their buffers and operands bound to the recorded program's parameters,
 // without running the lowerings, building HLO or hashing module text. Storages are named by
 // their position in the graph's first-touch order (a slot), so a step with new activation
-// tensors binds the same way. A mismatch runs the ops bound so far as a prefix of the
-// recorded module (FusedGraph::flushReplay) and traces from there.
+// tensors binds the same way. A mismatch resumes tracing where the replay stopped: the builder
+// becomes the recorded module's prefix, and the storages' values and parameters are restored
+// from the recording and the bound buffers (FusedGraph::resumeTrace), so the graph is the one a
+// trace of the whole stream would have built.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -27,13 +29,14 @@ struct RecordedOp {
   uint32_t paramsEnd = 0;  // parameters created up to and including this op
   uint32_t writesEnd = 0;  // storage writes up to and including this op
   size_t bodyEnd = 0;      // builder body length after this op
+  int32_t nextId = 0;      // the builder's next SSA number after this op
   std::optional<hlo::Value> flag;  // the out-of-range flag after this op (index ops so far)
 };
 
 struct FusedRecording {
   std::vector<RecordedOp> ops;
   std::vector<RecordedParam> params;                       // the builder's parameters, in order
-  std::vector<std::pair<int32_t, hlo::Value>> writes;     // (slot, new flat value), in order
+  std::vector<std::pair<int32_t, hlo::Value>> writes;     // (slot, its flat value from here on), in order
   std::unique_ptr<hlo::Builder> builder;                   // the traced module, for prefixes
   CapturedGraph graph;                                     // the program and its parameter/result types
   std::vector<int32_t> resultSlots;                        // the slot each result is written to
