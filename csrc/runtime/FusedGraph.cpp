@@ -563,6 +563,7 @@ void FusedGraph::flushReplay(const char* reason) {
   ++stats_.flushes;
   ++stats_.eagerReplays;
   ++stats_.cacheHits;
+  for (const CapturedGraph::Param& p : rec->graph.params) stats_.donatedBuffers += p.donated;
   rec->graph.device = device_;
   try {
     launch(rec->graph, std::move(boundBuffers_), boundOperands_, outputs, "fused graph (replay)");
