@@ -2,7 +2,10 @@
 
 Models: a 4-layer MLP and the GPT example in two sizes. Each row: median seconds per step (forward,
 backward, AdamW step, loss read back every step or every `--read-every` steps) after warm-up; the ratio
-column is Fused/Strict steps per second.
+column is Fused/Strict steps per second. `host %` is the median share of a tpu step's wall time that the
+calling thread spent on its CPU (time.thread_time: Python, dispatch, tracing or replay binding, launches;
+not autograd's device thread, nor the XLA:CPU threads that run the programs, nor the waits).
+TORCH_TPU_FUSED_REPLAY=0 in the environment makes Fused trace every graph (to compare with replay).
 Writes a PNG bar chart next to this script when matplotlib is installed.
 """
 import argparse
@@ -51,14 +54,14 @@ CASES = {
 }
 
 
-def seconds_per_step(case, device, warmup, steps, read_every=1):
+def seconds_per_step(case, device, warmup, steps, read_every=1, host=None):
     model, loss_fn = case(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    times = []
+    times, cpu = [], []
     # The loss is read back every `read_every` steps (1: every step, as a loop printing each loss); a
     # block of that many steps is timed and divided, so a mode may overlap the host with the device.
     for i in range(warmup + steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(read_every):
             loss = loss_fn()
             opt.zero_grad(set_to_none=True)
@@ -67,6 +70,9 @@ def seconds_per_step(case, device, warmup, steps, read_every=1):
         loss.item()
         if i >= warmup:
             times.append((time.perf_counter() - t0) / read_every)
+            cpu.append((time.thread_time() - c0) / read_every)
+    if host is not None:
+        host["share"] = statistics.median(c / t for c, t in zip(cpu, times))
     return statistics.median(times)
 
 
@@ -82,17 +88,23 @@ def main():
     rows = []
     for name in args.cases.split(","):
         result = {"cpu eager": seconds_per_step(CASES[name], "cpu", args.warmup, args.steps, args.read_every)}
+        shares = {}
         for mode in MODES:
             set_mode(mode)
-            result[mode] = seconds_per_step(CASES[name], "tpu", args.warmup, args.steps, args.read_every)
+            host = {}
+            result[mode] = seconds_per_step(CASES[name], "tpu", args.warmup, args.steps, args.read_every, host)
+            shares[mode] = host["share"]
         set_mode("strict")
-        rows.append((name, result))
+        rows.append((name, result, shares))
     cols = ["cpu eager"] + MODES
-    header = f"{'model':<30}" + "".join(f"{c + ' steps/s':>18}" for c in cols) + f"{'fused/strict':>14}"
+    header = (f"{'model':<30}" + "".join(f"{c + ' steps/s':>18}" for c in cols) + f"{'fused/strict':>14}"
+              + f"{'strict/cpu':>12}{'fused/cpu':>11}" + "".join(f"{m + ' host %':>15}" for m in MODES))
     print(header)
     print("-" * len(header))
-    for name, r in rows:
-        print(f"{name:<30}" + "".join(f"{1 / r[c]:>18.2f}" for c in cols) + f"{r['strict'] / r['fused']:>13.2f}x")
+    for name, r, sh in rows:
+        print(f"{name:<30}" + "".join(f"{1 / r[c]:>18.2f}" for c in cols) + f"{r['strict'] / r['fused']:>13.2f}x"
+              + f"{r['cpu eager'] / r['strict']:>11.2f}x{r['cpu eager'] / r['fused']:>10.2f}x"
+              + "".join(f"{100 * sh[m]:>14.0f}%" for m in MODES))
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -103,8 +115,8 @@ def main():
     fig, ax = plt.subplots(figsize=(9, 4))
     width = 0.8 / len(cols)
     for i, c in enumerate(cols):
-        ax.bar([k + i * width for k in range(len(rows))], [1 / r[c] for _, r in rows], width, label=c)
-    ax.set_xticks([k + width * (len(cols) - 1) / 2 for k in range(len(rows))], [n for n, _ in rows])
+        ax.bar([k + i * width for k in range(len(rows))], [1 / r[c] for _, r, _ in rows], width, label=c)
+    ax.set_xticks([k + width * (len(cols) - 1) / 2 for k in range(len(rows))], [n for n, _, _ in rows])
     ax.set_ylabel("training steps / s")
     ax.set_yscale("log")
     ax.set_title(f"Eager modes on {torch.tpu.get_device_name()}")

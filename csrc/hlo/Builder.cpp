@@ -196,6 +196,17 @@ void Builder::ret(std::span<const Value> results) {
   emit({}, "func.return", results, "");
 }
 
+std::unique_ptr<Builder> Builder::prefix(size_t bodyLength, size_t numParams, int32_t nextId) const {
+  auto p = std::make_unique<Builder>();
+  p->next_ = nextId;
+  p->dotPrecision_ = dotPrecision_;
+  p->params_.assign(params_.begin(), params_.begin() + static_cast<ptrdiff_t>(numParams));
+  p->aliases_.assign(numParams, -1);
+  p->functions_ = functions_;
+  p->mainBody_ = mainBody_.substr(0, bodyLength);
+  return p;
+}
+
 std::string Builder::module() const {
   std::string s = "module @torch_tpu {\n  func.func public @main(";
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -3,6 +3,7 @@
 // generic op form, which old and new plugins parse alike.
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,6 +54,14 @@ class Builder {
   const std::vector<int32_t>& aliases() const { return aliases_; }
   void ret(std::span<const Value> results);
   std::string module() const;  // the whole printed module
+  // Length of the printed body so far (an op boundary when no region is being built).
+  size_t bodySize() const { return mainBody_.size(); }
+  // A builder holding the first `bodyLength` characters of this body and its first `numParams`
+  // parameters (no donations), ready for another `ret`: a prefix of a recorded fused graph.
+  // `nextId`: the SSA number the prefix's next value gets (nextId() at that point).
+  std::unique_ptr<Builder> prefix(size_t bodyLength, size_t numParams, int32_t nextId) const;
+  int32_t nextId() const { return next_; }
+  const std::vector<Value>& params() const { return params_; }
   // The precision of the dots and convolutions built from here on.
   void setDotPrecision(Precision p) { dotPrecision_ = p; }
   // `, precision_config = [...]` for two operands of type `t` ("" where the backend may choose).

@@ -132,6 +132,7 @@ PYBIND11_MODULE(_C, m) {
     d["cached_executables"] = runtime::Executor::get().cacheSize();
     d["evictions"] = s.evictions;
     d["compiled_graphs"] = s.compiledGraphs;
+    d["fused_compiles"] = s.fusedCompiles;
     return d;
   });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });
@@ -146,6 +147,8 @@ PYBIND11_MODULE(_C, m) {
     d["step_boundaries"] = s.stepBoundaries;
     d["running_graphs"] = s.runningGraphs;
     d["replays"] = s.replays;
+    d["eager_replays"] = s.eagerReplays;
+    d["replay_fallbacks"] = s.replayFallbacks;
     return d;
   });
   // torch.compile (torch_tpu/compile/backend.py): the ops between these two calls become one

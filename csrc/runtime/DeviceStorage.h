@@ -21,6 +21,7 @@ struct DeviceStorage {
   // content when `written`; `buffer` is stale until the graph is flushed).
   bool inGraph = false;
   bool written = false;
+  int32_t fusedSlot = -1;  // while inGraph: its position in the graph's first-touch order
   // The address the allocator gave this storage (its data pointer), for
   // resolving raw pointers (at::from_blob on a tpu pointer) back to it.
   uintptr_t address = 0;

@@ -36,6 +36,15 @@ struct Executor::Entry {
 namespace {
 
 constexpr int32_t kFlagParam = std::numeric_limits<int32_t>::min();
+// Parameter kOffsetParam - a: the view offset of argument a (inputs, then outputs) as an S64 operand.
+constexpr int32_t kOffsetParam = -(1 << 20);
+
+// A nonzero view offset that the program takes as an operand (ViewSpec.h): one program for every
+// position of a slice that moves (a KV cache written at step i).
+bool dynamicOffset(const TensorArg& a, bool write) {
+  return a.view.offset != 0 &&
+         offsetCanBeOperand(a.view, static_cast<int64_t>(a.storage->nbytes / hlo::byteWidth(a.view.dtype)), write);
+}
 
 std::atomic<int64_t> gNextOpId{1};
 
@@ -87,10 +96,10 @@ void encodeElement(DType t, double f, int64_t i, unsigned char* out) {
   }
 }
 
-void appendView(std::vector<int64_t>& key, int32_t storageIndex, const ViewSpec& v) {
+void appendView(std::vector<int64_t>& key, int32_t storageIndex, const ViewSpec& v, bool dynamic) {
   key.push_back(storageIndex);
   key.push_back(static_cast<int64_t>(v.dtype));
-  key.push_back(v.offset);
+  key.push_back(dynamic ? -1 : v.offset);
   key.push_back(static_cast<int64_t>(v.sizes.size()));
   for (size_t d = 0; d < v.sizes.size(); ++d) {
     key.push_back(v.sizes[d]);
@@ -277,8 +286,8 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   key.push_back(call.opId);
   key.push_back(static_cast<int64_t>(call.attrs.size()));
   key.insert(key.end(), call.attrs.begin(), call.attrs.end());
-  for (const TensorArg& a : call.inputs) appendView(key, storageIndex(storages, a.storage), a.view);
-  for (const TensorArg& a : call.outputs) appendView(key, storageIndex(storages, a.storage), a.view);
+  for (const TensorArg& a : call.inputs) appendView(key, storageIndex(storages, a.storage), a.view, dynamicOffset(a, false));
+  for (const TensorArg& a : call.outputs) appendView(key, storageIndex(storages, a.storage), a.view, dynamicOffset(a, true));
   // A storage's current buffer matters only if the program reads it: an output
   // that covers its whole storage is written without looking at the old bytes.
   for (size_t i = 0; i < storages.size(); ++i) {
@@ -324,6 +333,12 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       args.push_back(flagIn->raw());
     } else if (p >= 0) {
       args.push_back(storages[p]->buffer->raw());
+    } else if (p <= kOffsetParam) {
+      size_t arg = static_cast<size_t>(kOffsetParam - p), nIn = call.inputs.size();
+      const TensorArg& a = arg < nIn ? call.inputs[arg] : call.outputs[arg - nIn];
+      std::lock_guard<std::mutex> lock(mutex_);
+      operandBuffers.push_back(operandBufferLocked(HostOperand::integer(DType::S64, a.view.offset), device));
+      args.push_back(operandBuffers.back()->raw());
     } else {
       std::lock_guard<std::mutex> lock(mutex_);
       operandBuffers.push_back(operandBufferLocked(call.operands[-(p + 1)], device));
@@ -487,6 +502,11 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
       entry.params.push_back(-static_cast<int32_t>(operands++) - 1);
       return b.parameter(hlo::Type{o.dtype, shape});
     }
+    std::optional<Value> viewOffset(hlo::Builder& b, const TensorArg& a, size_t arg, bool write) override {
+      if (!dynamicOffset(a, write)) return std::nullopt;
+      entry.params.push_back(kOffsetParam - static_cast<int32_t>(arg));
+      return b.parameter(hlo::Type{DType::S64, {}});
+    }
   } ctx(*entry, storages);
   TraceResult traced = traceOp(b, ctx, call, build);
   std::vector<Value> floatInputs, floatOutputs;
@@ -569,6 +589,14 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
   // seed and offset) change every call and live only as long as the call.
   if (o.count == 0) operandCache_.emplace(key, buf);
   return buf;
+}
+
+void Executor::noteFusedProgramLocked(bool compiled, double seconds) {
+  ++stats_.cacheMisses;
+  if (!compiled) return;
+  ++stats_.compiles;
+  ++stats_.fusedCompiles;
+  stats_.compileSeconds += seconds;
 }
 
 void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device) {

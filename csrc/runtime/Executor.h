@@ -29,6 +29,7 @@ struct ExecutorStats {
   double compileSeconds = 0;
   int64_t evictions = 0;    // programs dropped from the in-memory tier at its bound
   int64_t compiledGraphs = 0;  // torch.compile graph calls, each flushed as one fused program
+  int64_t fusedCompiles = 0;   // of `compiles`: fused-mode graphs (and torch.compile graphs) compiled by XLA
 };
 
 int64_t newOpId();
@@ -97,6 +98,8 @@ class Executor {
   // For FusedGraph, which runs with the executor lock held.
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
   void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device);
+  // A fused graph's program came from compileWithCache: counted in stats() like strict programs.
+  void noteFusedProgramLocked(bool compiled, double seconds);
   // The out-of-range flag: the code naming an index op, the device's current
   // flag buffer, and its new value after a program that checked indices.
   int32_t flagCodeLocked(const char* opName);

@@ -30,7 +30,11 @@ struct FusedStats {
   int64_t stepBoundaries = 0;  // flushes at a learned step boundary
   int64_t runningGraphs = 0;   // flushed graphs whose programs have not finished yet
   int64_t replays = 0;         // compiled graphs launched again without tracing
+  int64_t eagerReplays = 0;    // fused-mode graphs whose ops were bound to a recorded program (no tracing)
+  int64_t replayFallbacks = 0; // replays that ran their ops as a prefix module (a mismatch, liveness, donation)
 };
+
+struct FusedRecording;
 
 // A flushed graph whose program may still run, with the input buffers it reads: they are
 // kept until it finishes because the plugin's PJRT_Buffer_Destroy waits for a running
@@ -98,6 +102,7 @@ class FusedGraph final : public TraceContext {
   hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) override;
   void setStorageValue(DeviceStorage* s, hlo::Value flat) override;
   hlo::Value operandValue(hlo::Builder& b, const HostOperand& o) override;
+  std::optional<hlo::Value> viewOffset(hlo::Builder& b, const TensorArg& a, size_t arg, bool write) override;
 
  private:
   struct Param {
@@ -108,6 +113,19 @@ class FusedGraph final : public TraceContext {
     bool indexFlag = false;  // the device's out-of-range flag
   };
   void reset();
+  // Launches `g` on `held` (per parameter: the storage buffer, null for operands and the flag) and
+  // `operands`; result r goes to `outputs[r]` (null: nobody holds it any more, dropped).
+  void launch(const CapturedGraph& g, std::vector<std::shared_ptr<pjrt::Buffer>> held,
+              const std::vector<HostOperand>& operands, const std::vector<DeviceStorage*>& outputs,
+              const char* label);
+  // The executable for a module text: the in-memory tier, else compileWithCache. Throws naming the graph.
+  std::shared_ptr<pjrt::Executable> programFor(std::string text, bool& hit, double& seconds);
+  // Fused replay (FusedReplay.h).
+  bool replayOp(const OpCall& call, uint64_t signature);
+  void flushReplay(const char* reason);
+  void resumeTrace();
+  void keepRecording(const char* reason);
+  void touchSlot(DeviceStorage* s);
   void releaseFinished();
   void releaseHolders(const pjrt::Buffer* buffer);
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
@@ -127,6 +145,16 @@ class FusedGraph final : public TraceContext {
   BoundedCache<std::string, std::shared_ptr<pjrt::Executable>> cache_{256};
   std::deque<RunningGraph> running_;
   std::shared_ptr<CapturedGraph> capture_;
+  // Fused replay: the graph being traced is recorded op by op (eager ops only); a new graph whose
+  // first op matches a kept recording binds its ops to it instead of tracing them.
+  std::shared_ptr<FusedRecording> recording_;
+  std::shared_ptr<FusedRecording> replay_;                   // the candidate bound so far
+  std::vector<std::shared_ptr<FusedRecording>> candidates_;  // recordings matching every op so far
+  size_t replayPos_ = 0;
+  std::vector<std::shared_ptr<pjrt::Buffer>> boundBuffers_;  // per parameter of replay_
+  std::vector<HostOperand> boundOperands_;
+  std::vector<std::shared_ptr<FusedRecording>> recordings_;  // most recently used first, at most 16
+  size_t opOperands_ = 0;  // operand parameters created for the op being traced
   FusedStats stats_;
 };
 

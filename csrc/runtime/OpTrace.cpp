@@ -24,7 +24,12 @@ TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, Func
   // Every input is read before any output is written, as for a CPU kernel.
   std::vector<Value>& inputs = traced.inputs;
   inputs.reserve(call.inputs.size());
-  for (const TensorArg& a : call.inputs) inputs.push_back(readView(b, flatAs(b, ctx, call, a.storage, a.view.dtype), a.view));
+  for (size_t j = 0; j < call.inputs.size(); ++j) {
+    const TensorArg& a = call.inputs[j];
+    Value flat = flatAs(b, ctx, call, a.storage, a.view.dtype);
+    std::optional<Value> offset = ctx.viewOffset(b, a, j, /*write=*/false);
+    inputs.push_back(readView(b, flat, a.view, offset ? &*offset : nullptr));
+  }
   std::vector<Value> operands;
   operands.reserve(call.operands.size());
   for (const HostOperand& o : call.operands) operands.push_back(ctx.operandValue(b, o));
@@ -48,7 +53,11 @@ TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, Func
     traced.outputs.push_back(r);
     // An output covering its whole storage replaces it without reading it.
     if (v.coversStorage(out.storage->nbytes)) ctx.setStorageValue(out.storage, b.reshape(r, {v.numel()}));
-    else ctx.setStorageValue(out.storage, writeView(b, flatAs(b, ctx, call, out.storage, v.dtype), v, r));
+    else {
+      Value flat = flatAs(b, ctx, call, out.storage, v.dtype);
+      std::optional<Value> offset = ctx.viewOffset(b, out, call.inputs.size() + j, /*write=*/true);
+      ctx.setStorageValue(out.storage, writeView(b, flat, v, r, offset ? &*offset : nullptr));
+    }
   }
   return traced;
 }

@@ -19,6 +19,11 @@ class TraceContext {
   virtual hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) = 0;
   virtual void setStorageValue(DeviceStorage* s, hlo::Value flat) = 0;
   virtual hlo::Value operandValue(hlo::Builder& b, const HostOperand& o) = 0;
+  // The offset of argument `arg` (inputs, then outputs) as a runtime value (an S64 scalar), or none to
+  // bake it into the program. Fused graphs pass offsets that may move (ViewSpec.h offsetCanBeOperand).
+  virtual std::optional<hlo::Value> viewOffset(hlo::Builder&, const TensorArg&, size_t /*arg*/, bool /*write*/) {
+    return std::nullopt;
+  }
 };
 
 struct TraceResult {

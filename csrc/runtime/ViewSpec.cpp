@@ -56,9 +56,9 @@ Value reinterpretFlat(hlo::Builder& b, Value flat, DType to) {
 namespace {
 
 // Flat element index of every view element: offset + sum_k iota_k * stride_k.
-Value elementIndices(hlo::Builder& b, const ViewSpec& v) {
+Value elementIndices(hlo::Builder& b, const ViewSpec& v, const Value* offset) {
   hlo::Type t{DType::S64, v.sizes};
-  Value idx = b.full(t, static_cast<double>(v.offset));
+  Value idx = offset ? b.broadcast(*offset, v.sizes) : b.full(t, static_cast<double>(v.offset));
   for (size_t k = 0; k < v.sizes.size(); ++k) {
     if (v.sizes[k] == 1 || v.strides[k] == 0) continue;
     Value term = b.mul(b.iota(t, static_cast<int64_t>(k)), b.full(t, static_cast<double>(v.strides[k])));
@@ -75,10 +75,8 @@ hlo::GatherDims pointGatherDims(int64_t rank) {
   return d;
 }
 
-// Reading a non-overlapping strided view without a gather: the dims sorted by
-// stride become a reshape of the flat range, then a slice of that block.
-bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
-  std::vector<int64_t> dims;
+// The dims of a block read (sorted by stride), or false when the view's strides do not nest.
+bool blockDims(const ViewSpec& v, std::vector<int64_t>& dims) {
   for (size_t i = 0; i < v.sizes.size(); ++i)
     if (v.sizes[i] > 1 && v.strides[i] > 0) dims.push_back(static_cast<int64_t>(i));
   std::stable_sort(dims.begin(), dims.end(), [&](int64_t a, int64_t c) { return v.strides[a] > v.strides[c]; });
@@ -86,6 +84,41 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
     int64_t outer = v.strides[dims[i]], inner = v.strides[dims[i + 1]];
     if (outer % inner != 0 || outer < inner * v.sizes[dims[i + 1]]) return false;
   }
+  return true;
+}
+
+// 1 + the flat distance from the view's first element to its last one.
+int64_t viewExtent(const ViewSpec& v) {
+  int64_t e = 1;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.sizes[i] > 1) e += (v.sizes[i] - 1) * std::abs(v.strides[i]);
+  return e;
+}
+
+// The block read's slice, transpose and broadcast back to the view.
+bool finishBlockRead(hlo::Builder& b, Value blocked, const ViewSpec& v, const std::vector<int64_t>& dims,
+                     const hlo::Shape& block, const hlo::Shape& limits, Value& out) {
+  std::vector<int64_t> zeros(block.size(), 0), ones(block.size(), 1);
+  Value sliced = b.slice(blocked, zeros, limits, ones);
+  // Drop the trailing stride dim, restore the original dim order.
+  hlo::Shape sortedSizes(limits.begin(), limits.end() - 1);
+  Value sorted = b.reshape(sliced, sortedSizes);
+  std::vector<int64_t> byDim = dims, perm(dims.size());
+  std::sort(byDim.begin(), byDim.end());
+  for (size_t i = 0; i < byDim.size(); ++i)
+    perm[i] = std::find(dims.begin(), dims.end(), byDim[i]) - dims.begin();
+  Value natural = b.transpose(sorted, perm);
+  // Re-insert size-1 dims and broadcast stride-0 dims.
+  const std::vector<int64_t>& keptDims = byDim;
+  out = keptDims.size() == v.sizes.size() ? natural : b.broadcastInDim(natural, v.sizes, keptDims);
+  return true;
+}
+
+// Reading a non-overlapping strided view without a gather: the dims sorted by
+// stride become a reshape of the flat range, then a slice of that block.
+bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, const Value* offset) {
+  std::vector<int64_t> dims;
+  if (!blockDims(v, dims)) return false;
   hlo::Shape block, limits;
   if (dims.empty()) {
     block = {1};
@@ -103,37 +136,40 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out) {
   int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
   int64_t available = flat.shape()[0];
   int64_t end = std::min(available, v.offset + length);
-  Value range = b.slice(flat, {v.offset}, {end}, {1});
+  Value range;
+  if (offset) {
+    // The last block runs past the last element the view touches: pad by that much (a constant
+    // of the view's shape), so one program reads at every offset.
+    int64_t over = length - viewExtent(v);
+    Value padded = over > 0 ? b.pad(flat, b.constant(flat.dtype(), 0), {0}, {over}, {0}) : flat;
+    Value blocked = b.reshape(b.dynamicSlice(padded, {offset, 1}, {length}), block);
+    return finishBlockRead(b, blocked, v, dims, block, limits, out);
+  }
+  range = b.slice(flat, {v.offset}, {end}, {1});
   if (end - v.offset < length)
     range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {v.offset + length - end}, {0});
-  Value blocked = b.reshape(range, block);
-  std::vector<int64_t> zeros(block.size(), 0), ones(block.size(), 1);
-  Value sliced = b.slice(blocked, zeros, limits, ones);
-  // Drop the trailing stride dim, restore the original dim order.
-  hlo::Shape sortedSizes(limits.begin(), limits.end() - 1);
-  Value sorted = b.reshape(sliced, sortedSizes);
-  std::vector<int64_t> byDim = dims, perm(dims.size());
-  std::sort(byDim.begin(), byDim.end());
-  for (size_t i = 0; i < byDim.size(); ++i)
-    perm[i] = std::find(dims.begin(), dims.end(), byDim[i]) - dims.begin();
-  Value natural = b.transpose(sorted, perm);
-  // Re-insert size-1 dims and broadcast stride-0 dims.
-  const std::vector<int64_t>& keptDims = byDim;
-  out = keptDims.size() == v.sizes.size() ? natural : b.broadcastInDim(natural, v.sizes, keptDims);
-  return true;
+  return finishBlockRead(b, b.reshape(range, block), v, dims, block, limits, out);
 }
-
 }  // namespace
 
-Value readView(hlo::Builder& b, Value flat, const ViewSpec& v) {
+bool offsetCanBeOperand(const ViewSpec& v, int64_t storageElems, bool write) {
+  if (v.offset == 0 || v.numel() == 0) return false;
+  if (write || v.isContiguous()) return true;
+  return v.offset + viewExtent(v) <= storageElems;  // a valid view always is: reads its storage only
+}
+
+Value readView(hlo::Builder& b, Value flat, const ViewSpec& v, const Value* offset) {
   hlo::Type t{v.dtype, v.sizes};
   int64_t n = v.numel();
   if (n == 0) return b.full(t, 0);
-  if (v.isContiguous()) return b.reshape(b.slice(flat, {v.offset}, {v.offset + n}, {1}), v.sizes);
+  if (v.isContiguous()) {
+    Value range = offset ? b.dynamicSlice(flat, {offset, 1}, {n}) : b.slice(flat, {v.offset}, {v.offset + n}, {1});
+    return b.reshape(range, v.sizes);
+  }
   Value out;
-  if (tryBlockRead(b, flat, v, out)) return out;
+  if (tryBlockRead(b, flat, v, out, offset)) return out;
   // Overlapping or irregular strides (unfold, as_strided): one point gather.
-  Value idx = b.reshape(elementIndices(b, v), [&] {
+  Value idx = b.reshape(elementIndices(b, v, offset), [&] {
     hlo::Shape s = v.sizes;
     s.push_back(1);
     return s;
@@ -141,17 +177,17 @@ Value readView(hlo::Builder& b, Value flat, const ViewSpec& v) {
   return b.gather(flat, idx, pointGatherDims(static_cast<int64_t>(v.sizes.size())), {1}, v.sizes);
 }
 
-Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values) {
+Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values, const Value* offset) {
   int64_t n = v.numel();
   if (n == 0) return flat;
   values = b.convert(values, flat.dtype());
   if (v.isContiguous()) {
-    Value start = b.constantInt(DType::S64, v.offset);
+    Value start = offset ? *offset : b.constantInt(DType::S64, v.offset);
     return b.dynamicUpdateSlice(flat, b.reshape(values, {n}), {&start, 1});
   }
   hlo::Shape idxShape = v.sizes;
   idxShape.push_back(1);
-  Value idx = b.reshape(elementIndices(b, v), idxShape);
+  Value idx = b.reshape(elementIndices(b, v, offset), idxShape);
   hlo::ScatterDims d;
   d.insertedWindowDims = {0};
   d.scatterDimsToOperandDims = {0};

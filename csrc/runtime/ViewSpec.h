@@ -21,9 +21,16 @@ struct ViewSpec {
 
 // `flat` (1-D, any element type) reinterpreted as a 1-D array of `to`.
 hlo::Value reinterpretFlat(hlo::Builder& b, hlo::Value flat, hlo::DType to);
-// The values of `view` gathered from `flat` (1-D of view.dtype).
-hlo::Value readView(hlo::Builder& b, hlo::Value flat, const ViewSpec& view);
+// The values of `view` gathered from `flat` (1-D of view.dtype). With `offset` (an S64 scalar
+// holding view.offset) the offset is that runtime value rather than a constant of the program.
+hlo::Value readView(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, const hlo::Value* offset = nullptr);
 // `flat` (1-D of view.dtype) with the elements of `view` replaced by `values`.
-hlo::Value writeView(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, hlo::Value values);
+hlo::Value writeView(hlo::Builder& b, hlo::Value flat, const ViewSpec& view, hlo::Value values,
+                     const hlo::Value* offset = nullptr);
+// Whether the view's (nonzero) offset can be a runtime operand of a program that reads (or writes)
+// it on a storage of `storageElems` elements of view.dtype: the same program then serves every
+// offset (a KV cache written at a moving position). False where the read would run past the end
+// of the storage (a strided block read pads there, which depends on the offset).
+bool offsetCanBeOperand(const ViewSpec& view, int64_t storageElems, bool write);
 
 }  // namespace tpu::runtime
