@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-dist examples-dist test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -41,6 +41,17 @@ $(VENV)/.examples: requirements-examples.txt | $(VENV)/.deps
 
 examples-dist: build $(VENV)/.examples
 	$(PY) examples/ray_ddp.py
+
+# TorchTitan's debug Llama with FSDP2 on 2 processes; its packages go to a folder of their own
+# (see requirements-examples-torchtitan.txt for why not .venv).
+TITAN_DEPS := $(BUILD)/torchtitan-deps
+$(TITAN_DEPS)/.done: requirements-examples-torchtitan.txt
+	$(PIP) install -q --no-deps --target $(TITAN_DEPS) -r requirements-examples-torchtitan.txt
+	touch $@
+
+examples-torchtitan: build $(TITAN_DEPS)/.done
+	PYTHONPATH=$(CURDIR):$(TITAN_DEPS) OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --standalone --nproc-per-node 2 \
+	  examples/torchtitan_fsdp.py --steps 5
 
 # The OpInfo harness over all six dtypes (float32, bfloat16, float16, int64, int32, bool); regenerates
 # docs/op_coverage.md. OPINFO_MAX_SAMPLES=0 runs every sample input (hours); the default (8 per op and
