@@ -64,7 +64,11 @@ def shim_device_properties():
     original = torch.tpu.get_device_properties
 
     class Properties(dict):
-        __getattr__ = dict.__getitem__
+        def __getattr__(self, name):
+            try:
+                return self[name]
+            except KeyError:
+                raise AttributeError(name) from None
 
     def get_device_properties(device=None):
         props = Properties(original(device))
