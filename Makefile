@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-dist test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -29,8 +29,29 @@ test: build
 # heaviest of them (DDP, FSDP2, DTensor, torchrun) in strict mode only.
 test-dist: build
 	TORCH_TPU_DIST_ALL_MODES=1 TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
-	  $(PY) -m pytest tests/test_dist_collectives.py tests/test_dist_training.py tests/test_dist_multihost.py \
+	  $(PY) -m pytest tests/test_dist_collectives.py tests/test_dist_training.py tests/test_dist_multihost.py tests/test_dist_examples.py \
 	  -x -q -p no:cacheprovider
+
+# The distributed examples over tpu_dist; their optional dependencies (Ray) come from
+# requirements-examples.txt, which `make test` does not install (tests/test_dist_examples.py skips
+# without Ray).
+$(VENV)/.examples: requirements-examples.txt | $(VENV)/.deps
+	$(PIP) install -q -r requirements-examples.txt
+	touch $@
+
+examples-dist: build $(VENV)/.examples
+	$(PY) examples/ray_ddp.py
+
+# TorchTitan's debug Llama with FSDP2 on 2 processes; its packages go to a folder of their own
+# (see requirements-examples-torchtitan.txt for why not .venv).
+TITAN_DEPS := $(BUILD)/torchtitan-deps
+$(TITAN_DEPS)/.done: requirements-examples-torchtitan.txt
+	$(PIP) install -q --no-deps --target $(TITAN_DEPS) -r requirements-examples-torchtitan.txt
+	touch $@
+
+examples-torchtitan: build $(TITAN_DEPS)/.done
+	PYTHONPATH=$(CURDIR):$(TITAN_DEPS) OMP_NUM_THREADS=1 $(VENV)/bin/torchrun --standalone --nproc-per-node 2 \
+	  examples/torchtitan_fsdp.py --steps 5
 
 # The OpInfo harness over all six dtypes (float32, bfloat16, float16, int64, int32, bool); regenerates
 # docs/op_coverage.md. OPINFO_MAX_SAMPLES=0 runs every sample input (hours); the default (8 per op and
