@@ -29,7 +29,7 @@ test: build
 # heaviest of them (DDP, FSDP2, DTensor, torchrun) in strict mode only.
 test-dist: build
 	TORCH_TPU_DIST_ALL_MODES=1 TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
-	  $(PY) -m pytest tests/test_dist_collectives.py tests/test_dist_training.py tests/test_dist_multihost.py tests/test_dist_examples.py \
+	  $(PY) -m pytest tests/test_dist_collectives.py tests/test_dist_training.py tests/test_dist_multihost.py tests/test_dist_examples.py tests/test_dist_staging.py \
 	  -x -q -p no:cacheprovider
 
 # The distributed examples over tpu_dist; their optional dependencies (Ray) come from

@@ -1,11 +1,13 @@
-"""Reproduces the open strict-mode bug the TorchTitan example found (docs/distributed.md, Examples):
-FSDP2 with bfloat16 MixedPrecisionPolicy + clip_grad_norm_ over tpu_dist reports inf / nan gradient
-norms on some steps; the same script over gloo on CPU does not. Not a pytest (it fails today):
+"""FSDP2 with bfloat16 MixedPrecisionPolicy + clip_grad_norm_ over tpu_dist, as the TorchTitan example
+trains: every step's gradient norm must be finite and small (on CPU over gloo they stay below 0.02).
+It once reported inf / nan / 1e11 norms on some steps: the host transport handed pooled host buffers over
+zero-copy as device buffers and reused them while a program could still read them (HostStaging now
+copies). Run by tests/test_dist_staging.py; by hand:
 
-    torchrun --standalone --nproc-per-node 2 tests/dist_repro_clip_norm.py          # tpu: bad norms
-    DEV=cpu torchrun --standalone --nproc-per-node 2 tests/dist_repro_clip_norm.py  # cpu/gloo: 0 bad
+    torchrun --standalone --nproc-per-node 2 tests/dist_fsdp_bf16_norms.py
+    DEV=cpu torchrun --standalone --nproc-per-node 2 tests/dist_fsdp_bf16_norms.py  # the same over gloo
 
-Exit status 1 when any step's norm is not finite or above 1e3 (on CPU they stay below 0.02).
+Exit status 1 when any step's norm is not finite or above 1e3.
 """
 import math
 import os
