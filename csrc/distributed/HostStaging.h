@@ -41,7 +41,10 @@ class HostStaging {
   };
   std::mutex mutex_;
   std::vector<Entry> pool_;  // reusable when nothing but the pool holds them
-  static constexpr size_t kMaxPooled = 8;
+  // 0: pooling is off. With reuse (8 buffers), a 4-process DTensor checkpoint load read NaNs into
+  // half a shard in 1-2 of 5-6 cold runs (none in 6 without): a buffer was reused while still in use,
+  // by a path not found yet. Fresh host buffers cost page faults on large messages (docs/distributed.md).
+  static constexpr size_t kMaxPooled = 0;
   static constexpr size_t kMaxPooledBytes = size_t(1) << 30;
 };
 
