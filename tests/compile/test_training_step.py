@@ -48,53 +48,19 @@ def test_compiled_training_step_matches_eager_for_10_steps(mode, optimizer):
         torch.testing.assert_close(p.detach().cpu(), q.detach().cpu(), atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.AdamW, torch.optim.Adam])
-def test_compiled_optimizer_step_alone_matches_eager(mode, optimizer):
-    # Compiled, Adam runs its capturable algorithm (step counters and bias corrections on
-    # device in float32), the one Dynamo picks on cuda; so it is compared with eager tpu
-    # running that algorithm (capturable=True), within 1e-7 plus 4x CPU float32's own largest error
-    # against float64 on each weight (float32 capturable itself is ~1e-4 off float64 on
-    # 1 - beta2**step). SGD has no such option.
-    capturable = {} if optimizer is torch.optim.SGD else {"capturable": True}
+def _optimizer_steps(make_optimizer, steps, seed, scheduled=False):
+    """The same Linear trained on tpu eagerly, on tpu with `opt.step` compiled, on CPU in float32 and
+    in float64 (make_optimizer(params, eager=...)); returns the models and the replays counted."""
     torch.manual_seed(0)
     base = nn.Linear(6, 3)
     models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
               "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
-    opts = {k: optimizer(m.parameters(), lr=0.1, **(capturable if k == "eager" else {})) for k, m in models.items()}
+    opts = {k: make_optimizer(m.parameters(), eager=k == "eager") for k, m in models.items()}
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (s + 1)) for o in opts.values()] if scheduled else []
     step = torch.compile(opts["compiled"].step, backend="tpu")
-    g = torch.Generator().manual_seed(2)
+    g = torch.Generator().manual_seed(seed)
     replays = _C._fused_stats()["replays"]
-    for _ in range(5):
-        x = torch.randn(4, 6, generator=g)
-        for k, m in models.items():
-            opts[k].zero_grad()
-            xk = x.double() if k == "f64" else x.to(next(m.parameters()).device)
-            m(xk).square().sum().backward()
-            if k != "compiled":
-                opts[k].step()
-        step()
-    assert _C._fused_stats()["replays"] - replays >= 3  # steps 2.. replay the optimizer graph
-    for p, e, c, r in zip(*(models[k].parameters() for k in ("compiled", "eager", "cpu", "f64"))):
-        cpu_error = (c.detach().double() - r.detach()).abs().max().item()
-        assert cpu_error < 1e-6
-        torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)
-
-
-def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_replays(mode):
-    # lr as a CPU tensor (PyTorch's advice against a recompile per scheduler step): its value and
-    # the scalar math on it reach the program as a tpu operand, so every step replays with the
-    # scheduler's new value. Compared with eager tpu running the same (capturable) algorithm.
-    torch.manual_seed(0)
-    base = nn.Linear(6, 3)
-    models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
-              "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
-    opts = {k: torch.optim.AdamW(m.parameters(), lr=torch.tensor(0.05), capturable=k == "eager")
-            for k, m in models.items()}
-    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (s + 1)) for o in opts.values()]
-    step = torch.compile(opts["compiled"].step, backend="tpu")
-    g = torch.Generator().manual_seed(3)
-    replays = _C._fused_stats()["replays"]
-    for _ in range(6):
+    for _ in range(steps):
         x = torch.randn(4, 6, generator=g)
         for k, m in models.items():
             opts[k].zero_grad()
@@ -105,8 +71,41 @@ def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_rep
         step()
         for s in schedulers:
             s.step()
-    assert _C._fused_stats()["replays"] - replays >= 4
+    return models, _C._fused_stats()["replays"] - replays
+
+
+def _assert_compiled_equals_eager(models):
+    """Compiled weights equal eager tpu's within 1e-7 plus 4x CPU float32's own largest error against
+    float64 on each weight."""
     for p, e, c, r in zip(*(models[k].parameters() for k in ("compiled", "eager", "cpu", "f64"))):
         cpu_error = (c.detach().double() - r.detach()).abs().max().item()
         assert cpu_error < 1e-6
         torch.testing.assert_close(p.detach().cpu(), e.detach().cpu(), atol=1e-7 + 4 * cpu_error, rtol=0)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.AdamW, torch.optim.Adam])
+def test_compiled_optimizer_step_alone_matches_eager(mode, optimizer):
+    # Compiled, Adam runs its capturable algorithm (step counters and bias corrections on
+    # device in float32), the one Dynamo picks on cuda; so it is compared with eager tpu
+    # running that algorithm (capturable=True), within 1e-7 plus 4x CPU float32's own largest error
+    # against float64 on each weight (float32 capturable itself is ~1e-4 off float64 on
+    # 1 - beta2**step). SGD has no such option.
+    def make(params, eager):
+        extra = {"capturable": True} if eager and optimizer is not torch.optim.SGD else {}
+        return optimizer(params, lr=0.1, **extra)
+
+    models, replays = _optimizer_steps(make, steps=5, seed=2)
+    assert replays >= 3  # steps 2.. replay the optimizer graph
+    _assert_compiled_equals_eager(models)
+
+
+def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_replays(mode):
+    # lr as a CPU tensor (PyTorch's advice against a recompile per scheduler step): its value and
+    # the scalar math on it reach the program as a tpu operand, so every step replays with the
+    # scheduler's new value. Compared with eager tpu running the same (capturable) algorithm.
+    def make(params, eager):
+        return torch.optim.AdamW(params, lr=torch.tensor(0.05), capturable=eager)
+
+    models, replays = _optimizer_steps(make, steps=6, seed=3, scheduled=True)
+    assert replays >= 4
+    _assert_compiled_equals_eager(models)
