@@ -152,11 +152,9 @@ def test_moving_offset_does_not_compile_every_step(mode):
     assert tpu_out == pytest.approx(cpu_out, rel=1e-5, abs=1e-5)
     torch.testing.assert_close(tpu_cache, cpu_cache)
     torch.testing.assert_close(tpu_flat, cpu_flat)
-    # Offsets 3..11 are new, but in fused graphs they are operands: the same programs serve every
-    # position. Strict (and debug) programs keep offsets as constants by default (Executor.cpp,
-    # strictOffsetOperands): one program per position there, results the same.
-    if mode == "fused":
-        assert compiles() == c0
+    # Offsets 3..11 are new, but they are operands of strict programs and fused graphs alike: the
+    # same programs serve every position.
+    assert compiles() == c0
 
 
 def test_executor_stats_count_fused_compiles(mode):

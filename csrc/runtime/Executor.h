@@ -21,6 +21,8 @@
 
 namespace tpu::runtime {
 
+class Marker;  // Streams.h
+
 struct ExecutorStats {
   int64_t ops = 0;          // op calls executed
   int64_t cacheHits = 0;    // in-memory tier
@@ -130,13 +132,14 @@ class Executor {
                   const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);
 
   // A transfer that still reads (upload) or writes (download) [begin, end) of host memory.
+  // `done` is also work of the stream current when it started (addHostTransfer).
   struct HostTransfer {
-    pjrt::Event done;
+    std::shared_ptr<Marker> done;
     std::shared_ptr<void> keepAlive;
     std::shared_ptr<pjrt::Buffer> buffer;  // a download's source, alive until it is read
     uintptr_t begin = 0, end = 0;
   };
-  void addHostTransfer(HostTransfer t);
+  void addHostTransfer(HostTransfer t, int device);
   std::mutex hostMutex_;
   std::vector<HostTransfer> hostTransfers_;
   std::atomic<size_t> hostPending_{0};

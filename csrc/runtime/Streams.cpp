@@ -144,6 +144,7 @@ std::shared_ptr<Marker> Streams::record(int device, int64_t stream) {
     launched.swap(s.launched);
     s.prunedSize = 0;
     deps.swap(s.waits);
+    s.prunedWaits = 0;
     if (s.last) deps.push_back(s.last);
   }
   // A finished predecessor drops its own chain here, so chains stay as long as the work in flight.
@@ -159,7 +160,13 @@ std::shared_ptr<Marker> Streams::record(int device, int64_t stream) {
 
 void Streams::block(int device, int64_t stream, std::shared_ptr<Marker> m) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stateLocked(device, stream).waits.push_back(std::move(m));
+  State& s = stateLocked(device, stream);
+  // Finished waits are dropped when the list doubles (many non_blocking copies, no event recorded).
+  if (s.waits.size() >= std::max<size_t>(64, 2 * s.prunedWaits)) {
+    std::erase_if(s.waits, [](const auto& w) { return w->query(); });
+    s.prunedWaits = s.waits.size();
+  }
+  s.waits.push_back(std::move(m));
 }
 
 void Streams::clearFinished() {

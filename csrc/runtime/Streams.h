@@ -67,7 +67,8 @@ class Streams {
     std::vector<std::weak_ptr<pjrt::Buffer>> launched;  // since the last marker
     size_t prunedSize = 0;
     std::shared_ptr<Marker> last;
-    std::vector<std::shared_ptr<Marker>> waits;
+    std::vector<std::shared_ptr<Marker>> waits;  // also asynchronous host transfers
+    size_t prunedWaits = 0;
   };
   State& stateLocked(int device, int64_t stream);
   std::mutex mutex_;
