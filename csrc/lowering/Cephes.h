@@ -1,0 +1,14 @@
+#pragma once
+// Special functions evaluated as ATen's CPU kernels evaluate them (ATen/native/Math.h: Cephes' rational and
+// Chebyshev fits, the same branches, the same operation order), in the compute dtype, so float32 results
+// round like CPU's: Bessel J0/J1/Y0/Y1, modified Bessel K0/K1 (and exp-scaled), Airy Ai, ndtri, erfcx,
+// log_ndtr. The coefficient tables are in SpecialTables.h.
+#include "csrc/hlo/Builder.h"
+
+namespace tpu::lowering {
+
+enum class Cephes { J0, J1, Y0, Y1, K0, K1, K0e, K1e, AiryAi, Ndtri, Erfcx, LogNdtr };
+
+hlo::Value cephes(hlo::Builder& b, Cephes op, hlo::Value x);
+
+}  // namespace tpu::lowering
