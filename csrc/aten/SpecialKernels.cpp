@@ -321,6 +321,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_BINARY("special_xlog1py", Xlog1py, Float)
   TPU_SPECIAL_BINARY("special_zeta", Zeta, Float)
   TPU_SPECIAL_BINARY("nextafter", NextAfter, FloatOnly)
+  TPU_SPECIAL_BINARY("igamma", Igamma, FloatOnly)
+  m.impl("igamma_", &Binary<Special::Igamma, Kind::FloatOnly>::i);
+  TPU_SPECIAL_BINARY("igammac", Igammac, FloatOnly)
+  m.impl("igammac_", &Binary<Special::Igammac, Kind::FloatOnly>::i);
   TPU_SPECIAL_BINARY("gcd", Gcd, IntOnly)
   m.impl("gcd_", &Binary<Special::Gcd, Kind::IntOnly>::i);
   TPU_SPECIAL_BINARY("lcm", Lcm, IntOnly)

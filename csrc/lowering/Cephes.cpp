@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -260,7 +261,133 @@ Value logNdtr(Builder& b, Value x) {
   return sel(b, lt(b, x, -1), lower, upper);
 }
 
+// Runs `step` over the carried values while any element is not done (the last carried value, Pred) and
+// fewer than 2000 rounds ran (ATen's MAXITER); `step` returns the new values, done last.
+std::vector<Value> untilDone(Builder& b, std::vector<Value> init,
+                             const std::function<std::vector<Value>(Builder&, std::span<const Value>)>& step) {
+  init.insert(init.begin(), b.constant(DType::F64, 0));
+  auto out = b.whileLoop(
+      init,
+      [](Builder& r, std::span<const Value> v) {
+        Value notDone = r.unary("not", v.back());
+        Value f = r.constantInt(DType::Pred, 0);
+        std::vector<int64_t> dims;
+        for (int64_t i = 0; i < notDone.rank(); ++i) dims.push_back(i);
+        Value any = r.reduce({&notDone, 1}, {&f, 1}, dims, [](Builder& rb, std::span<const Value> p) {
+          return std::vector<Value>{rb.binary("or", p[0], p[1])};
+        })[0];
+        return std::vector<Value>{r.binary("and", any, r.compare(Cmp::LT, v[0], r.constant(DType::F64, 2000)))};
+      },
+      [&](Builder& r, std::span<const Value> v) {
+        std::vector<Value> next = step(r, v.subspan(1));
+        Value done = v.back();
+        for (size_t i = 0; i + 1 < next.size(); ++i) next[i] = r.select(done, v[1 + i], next[i]);
+        next.back() = r.binary("or", done, next.back());
+        next.insert(next.begin(), r.add(v[0], r.constant(DType::F64, 1)));
+        return next;
+      });
+  return std::vector<Value>(out.begin() + 1, out.end());
+}
+
+constexpr double kMachep = 1.11022302462515654042E-16;
+
+// x^a e^-x / Gamma(a) (0 when its log is below -MAXLOG).
+Value igamFac(Builder& b, Value a, Value x) {
+  Value lg = b.op("chlo.lgamma", {&a, 1}, {a.type})[0];
+  Value ax = b.sub(b.sub(b.mul(a, log(b, x)), x), lg);
+  return sel(b, lt(b, ax, -7.09782712893383996843E2), k(b, ax, 0), exp(b, ax));
+}
+
+// P(a, x) by its power series (where `use`; elsewhere the result is unused).
+Value igamSeries(Builder& b, Value a, Value x, Value use) {
+  Value done0 = b.unary("not", use);
+  auto out = untilDone(b, {a, k(b, a, 1), k(b, a, 1), done0}, [&](Builder& r, std::span<const Value> v) {
+    Value rr = r.add(v[0], k(r, a, 1));
+    Value c = r.mul(v[1], r.div(x, rr));
+    Value ans = r.add(v[2], c);
+    return std::vector<Value>{rr, c, ans, r.compare(Cmp::LE, c, r.mul(k(r, ans, kMachep), ans))};
+  });
+  return b.div(b.mul(out[2], igamFac(b, a, x)), a);
+}
+
+// Q(a, x) by Legendre's continued fraction (Cephes igamc), for x > 1.1 and x >= a.
+Value igamcFraction(Builder& b, Value a, Value x, Value use) {
+  const double big = 4.503599627370496e15, biginv = 2.22044604925031308085e-16;
+  Value y0 = b.sub(k(b, a, 1), a), z0 = b.add(b.add(x, y0), k(b, a, 1));
+  Value pkm1 = b.add(x, k(b, x, 1)), qkm1 = b.mul(z0, x);
+  Value ans0 = b.div(pkm1, qkm1);
+  Value done0 = b.unary("not", use);
+  auto out = untilDone(b, {k(b, a, 0), y0, z0, k(b, a, 1), x, pkm1, qkm1, ans0, done0},
+                       [&](Builder& r, std::span<const Value> v) {
+    Value c = r.add(v[0], k(r, a, 1)), y = r.add(v[1], k(r, a, 1)), z = r.add(v[2], k(r, a, 2));
+    Value yc = r.mul(y, c);
+    Value pk = r.sub(r.mul(v[5], z), r.mul(v[3], yc)), qk = r.sub(r.mul(v[6], z), r.mul(v[4], yc));
+    Value nz = r.compare(Cmp::NE, qk, k(r, qk, 0));
+    Value ratio = r.div(pk, sel(r, nz, qk, k(r, qk, 1)));
+    Value t = sel(r, nz, r.unary("abs", r.div(r.sub(v[7], ratio), ratio)), k(r, qk, 1));
+    Value ans = sel(r, nz, ratio, v[7]);
+    Value pkm2 = v[5], qkm2 = v[6], p1 = pk, q1 = qk;
+    Value rescale = gt(r, r.unary("abs", pk), big);
+    auto sc = [&](Value w) { return sel(r, rescale, r.mul(w, k(r, w, biginv)), w); };
+    return std::vector<Value>{c, y, z, sc(pkm2), sc(qkm2), sc(p1), sc(q1), ans, le(r, t, kMachep)};
+  });
+  return b.mul(out[7], igamFac(b, a, x));
+}
+
+// Q(a, x) for x <= 1.1 by DLMF 8.7.3, without the cancellation of 1 - P.
+Value igamcSeries(Builder& b, Value a, Value x, Value use) {
+  Value done0 = b.unary("not", use);
+  auto out = untilDone(b, {k(b, a, 0), k(b, a, 1), k(b, a, 0), done0}, [&](Builder& r, std::span<const Value> v) {
+    Value n = r.add(v[0], k(r, a, 1));
+    Value fac = r.mul(v[1], r.div(r.neg(x), n));
+    Value term = r.div(fac, r.add(a, n));
+    Value sum = r.add(v[2], term);
+    return std::vector<Value>{n, fac, sum, r.compare(Cmp::LE, r.unary("abs", term),
+                                                      r.mul(k(r, sum, kMachep), r.unary("abs", sum)))};
+  });
+  Value logx = log(b, x);
+  Value a1 = b.add(a, k(b, a, 1));
+  Value lg1p = b.op("chlo.lgamma", {&a1, 1}, {a.type})[0], lga = b.op("chlo.lgamma", {&a, 1}, {a.type})[0];
+  Value term = b.neg(b.unary("exponential_minus_one", b.sub(b.mul(a, logx), lg1p)));
+  return b.sub(term, b.mul(exp(b, b.sub(b.mul(a, logx), lga)), out[2]));
+}
+
 }  // namespace
+
+Value igamma(Builder& b, Value a0, Value x0, bool complement) {
+  DType outT = a0.dtype();
+  Value a = b.convert(a0, DType::F64), x = b.convert(x0, DType::F64);
+  Value nan = b.binary("or", b.compare(Cmp::NE, a, a), b.compare(Cmp::NE, x, x));
+  Value valid = b.unary("not", b.binary("or", b.binary("or", lt(b, a, 0), lt(b, x, 0)), nan));
+  Value regular = b.binary("and", valid, b.binary("and", b.binary("and", gt(b, a, 0), gt(b, x, 0)),
+                                                  b.binary("and", b.isFinite(a), b.isFinite(x))));
+  // ATen's method choice. igammac: x > 1.1: x < a -> 1 - series, else the fraction; x <= 0.5: the series
+  // for P when -0.4 / log(x) < a, else DLMF; 0.5 < x <= 1.1: P's series when 1.1 x < a, else DLMF.
+  // igamma: x > 1 and x > a -> 1 - igammac, else P's series.
+  Value big = gt(b, x, 1.1);
+  Value smallX = le(b, x, 0.5);
+  Value lgx = log(b, x);
+  Value viaP = sel(b, big, b.compare(Cmp::LT, x, a),
+                   sel(b, smallX, b.compare(Cmp::LT, b.div(k(b, x, -0.4), lgx), a),
+                       b.compare(Cmp::LT, b.mul(x, k(b, x, 1.1)), a)));
+  Value useFrac = b.binary("and", big, b.unary("not", viaP));
+  Value useDlmf = b.binary("and", b.unary("not", big), b.unary("not", viaP));
+  Value pFirst = b.unary("not", b.binary("and", gt(b, x, 1), b.compare(Cmp::GT, x, a)));  // igamma's choice
+  Value needP = b.binary("and", regular, complement ? viaP : b.binary("or", pFirst, viaP));
+  Value p = igamSeries(b, a, x, needP);
+  Value qFrac = igamcFraction(b, a, x, b.binary("and", regular, useFrac));
+  Value qDlmf = igamcSeries(b, a, x, b.binary("and", regular, useDlmf));
+  Value one = k(b, a, 1);
+  Value q = sel(b, viaP, b.sub(one, p), sel(b, useFrac, qFrac, qDlmf));
+  Value r = complement ? q : sel(b, pFirst, p, b.sub(one, q));
+  // Edges, as ATen: a == 0 (x > 0): P = 1; x == 0: P = 0; a = inf: P = 0 (nan if x = inf too); x = inf: P = 1.
+  Value P0 = k(b, a, complement ? 1 : 0), P1 = k(b, a, complement ? 0 : 1), vnan = k(b, a, NAN);
+  Value aInf = eq(b, a, INFINITY), xInf = eq(b, x, INFINITY);
+  Value edge = sel(b, eq(b, a, 0), sel(b, gt(b, x, 0), P1, vnan),
+                   sel(b, eq(b, x, 0), P0, sel(b, aInf, sel(b, xInf, vnan, P0), P1)));
+  r = sel(b, regular, r, sel(b, valid, edge, vnan));
+  return b.convert(r, outT);
+}
 
 Value cephes(Builder& b, Cephes op, Value x) {
   switch (op) {

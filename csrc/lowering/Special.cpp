@@ -269,6 +269,8 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
     case Special::Lgamma: return chlo(b, "chlo.lgamma", a.first(1));
     case Special::Digamma: return digamma(b, x);
     case Special::Erfinv: return chlo(b, "chlo.erf_inv", a.first(1));
+    case Special::Igamma: return igamma(b, a[0], a[1], false);
+    case Special::Igammac: return igamma(b, a[0], a[1], true);
     case Special::BesselJ0: return cephes(b, Cephes::J0, x);
     case Special::BesselJ1: return cephes(b, Cephes::J1, x);
     case Special::BesselY0: return cephes(b, Cephes::Y0, x);
