@@ -186,7 +186,7 @@ def test_geqrf_householder_product_ormqr(mode, shape):
 
 # ---- ldl_factor / ldl_solve (Bunch-Kaufman, LAPACK sytrf / sytrs) --------------------------------------------
 
-def sym(batch, n, seed, kind):
+def ldl_input(batch, n, seed, kind):
     a = torch.randn(*batch, n, n, generator=gen(seed))
     if kind == "spd":
         return a @ a.mT + n * torch.eye(n)
@@ -218,13 +218,13 @@ def check_ldl(a):
 
 @pytest.mark.parametrize("batch,n", [((), 1), ((2, 2), 5)])
 def test_ldl_factor_spd_has_no_interchanges(mode, batch, n):
-    piv = check_ldl(sym(batch, n, 0, "spd"))
+    piv = check_ldl(ldl_input(batch, n, 0, "spd"))
     assert torch.equal(piv, torch.arange(1, n + 1, dtype=torch.int32).expand(piv.shape))
 
 
 @pytest.mark.parametrize("batch,n,seed", [((4,), 5, 2), ((2, 3), 7, 3)])
 def test_ldl_factor_indefinite(mode, batch, n, seed):
-    piv = check_ldl(sym(batch, n, seed, "indefinite"))
+    piv = check_ldl(ldl_input(batch, n, seed, "indefinite"))
     if batch:  # these seeds give interchanges and 2x2 blocks (negative pivots), different per matrix
         assert bool((piv < 0).any()) and bool((piv != torch.arange(1, n + 1, dtype=torch.int32)).any())
 
@@ -232,7 +232,7 @@ def test_ldl_factor_indefinite(mode, batch, n, seed):
 def test_ldl_factor_two_by_two_block_and_zero_pivot(mode):
     check_ldl(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))  # a 2x2 block only: pivots [-2, -2]
     check_ldl(torch.tensor([[1e-3, 2.0, 0.5], [2.0, 1e-3, 1.0], [0.5, 1.0, 3.0]]))
-    check_ldl(sym((2,), 4, 4, "singular"))
+    check_ldl(ldl_input((2,), 4, 4, "singular"))
     LD, piv, info = torch.linalg.ldl_factor_ex(torch.zeros(3, 3, device="tpu"))
     assert info.item() == 1 and torch.equal(piv.cpu(), torch.tensor([1, 2, 3], dtype=torch.int32))
     with pytest.raises(RuntimeError):
@@ -240,7 +240,7 @@ def test_ldl_factor_two_by_two_block_and_zero_pivot(mode):
 
 
 def test_ldl_solve_broadcasts_and_out(mode):
-    a = sym((), 4, 6, "indefinite")
+    a = ldl_input((), 4, 6, "indefinite")
     LD, piv = torch.linalg.ldl_factor(a)
     LDt, pivt = torch.linalg.ldl_factor(a.to("tpu"))
     rhs = torch.randn(3, 4, 2, generator=gen(8))
@@ -261,7 +261,7 @@ def test_ldl_bad_input(mode):
         torch.linalg.ldl_factor(torch.randn(2, 3, device="tpu"))
     with pytest.raises(RuntimeError, match="floating point"):
         torch.linalg.ldl_factor(torch.ones(3, 3, dtype=torch.int64, device="tpu"))
-    LD, piv = torch.linalg.ldl_factor(sym((), 3, 0, "spd").to("tpu"))
+    LD, piv = torch.linalg.ldl_factor(ldl_input((), 3, 0, "spd").to("tpu"))
     with pytest.raises(RuntimeError, match="pivots"):
         torch.linalg.ldl_solve(LD, piv[:2], torch.randn(3, 1, device="tpu"))
     with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
