@@ -489,3 +489,24 @@ def test_clip_grad_norm(mode, monkeypatch):
         assert_close(total_t, total)
         for p, t in zip(ps, ts):
             assert_close(t.grad, p.grad)
+
+
+def test_rrelu(mode):
+    x = torch.linspace(-3, 3, 61).reshape(61)
+    x[30] = 0.0
+    # Evaluation: leaky_relu with the mean slope, as CPU.
+    torch.testing.assert_close(F.rrelu(x.to("tpu"), 0.1, 0.3).cpu(), F.rrelu(x, 0.1, 0.3))
+    # Training: a slope in [lower, upper] for every element <= 0, the identity above; the gradient is that slope.
+    xt = x.to("tpu").requires_grad_()
+    y = F.rrelu(xt, 0.1, 0.3, training=True)
+    y.sum().backward()
+    yc, g = y.detach().cpu(), xt.grad.cpu()
+    pos, neg = x > 0, x < 0
+    torch.testing.assert_close(yc[pos], x[pos])
+    slope = yc[neg] / x[neg]
+    assert bool(((slope >= 0.1 - 1e-6) & (slope <= 0.3 + 1e-6)).all()) and slope.std() > 0.01
+    torch.testing.assert_close(g[neg], slope)
+    torch.testing.assert_close(g[pos], torch.ones(int(pos.sum())))
+    z = x.to("tpu").clone()
+    F.rrelu(z, 0.1, 0.3, training=True, inplace=True)
+    assert bool((z.cpu()[pos] == x[pos]).all()) and bool((z.cpu()[neg] / x[neg] >= 0.1 - 1e-6).all())

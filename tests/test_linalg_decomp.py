@@ -182,3 +182,87 @@ def test_geqrf_householder_product_ormqr(mode, shape):
         check_fn(lambda q, t, c: torch.ormqr(q, t, c, left, transpose), qr, tau, c, grad=False)
     cr = torch.randn(*shape[:-2], 2, m, generator=gen(2))
     check_fn(lambda q, t, c: torch.ormqr(q, t, c, False, True), qr, tau, cr, grad=False)
+
+
+# ---- ldl_factor / ldl_solve (Bunch-Kaufman, LAPACK sytrf / sytrs) --------------------------------------------
+
+def ldl_input(batch, n, seed, kind):
+    a = torch.randn(*batch, n, n, generator=gen(seed))
+    if kind == "spd":
+        return a @ a.mT + n * torch.eye(n)
+    a = a + a.mT
+    if kind == "singular":  # a zero first row and column: info = 1, that column is skipped
+        a[..., 0, :] = 0
+        a[..., :, 0] = 0
+    return a
+
+
+def check_ldl(a):
+    """LD and pivots as CPU's (pivots exactly: the same 1x1/2x2 blocks and interchanges), and the solve."""
+    LD, piv, info = torch.linalg.ldl_factor_ex(a)
+    LD64, piv64, _ = torch.linalg.ldl_factor_ex(a.double())
+    assert torch.equal(piv, piv64), "the float32 and float64 CPU pivots differ: pick another seed"
+    LDt, pivt, infot = torch.linalg.ldl_factor_ex(a.to("tpu"))
+    assert pivt.dtype == infot.dtype == torch.int32 and pivt.device.type == "tpu"
+    assert torch.equal(pivt.cpu(), piv), (pivt.cpu(), piv)
+    assert torch.equal(infot.cpu(), info)
+    assert_as_accurate(LDt, LD, LD64, "LD")
+    assert bool((LDt.cpu().triu(1) == 0).all())
+    rhs = torch.randn(*a.shape[:-1], 3, generator=gen(5))
+    if bool((info == 0).all()):
+        X = torch.linalg.ldl_solve(LD, piv, rhs)
+        X64 = torch.linalg.ldl_solve(LD64, piv64, rhs.double())
+        assert_as_accurate(torch.linalg.ldl_solve(LDt, pivt, rhs.to("tpu")), X, X64, "ldl_solve")
+    return piv
+
+
+@pytest.mark.parametrize("batch,n", [((), 1), ((2, 2), 5)])
+def test_ldl_factor_spd_has_no_interchanges(mode, batch, n):
+    piv = check_ldl(ldl_input(batch, n, 0, "spd"))
+    assert torch.equal(piv, torch.arange(1, n + 1, dtype=torch.int32).expand(piv.shape))
+
+
+@pytest.mark.parametrize("batch,n,seed", [((4,), 5, 2), ((2, 3), 7, 3)])
+def test_ldl_factor_indefinite(mode, batch, n, seed):
+    piv = check_ldl(ldl_input(batch, n, seed, "indefinite"))
+    if batch:  # these seeds give interchanges and 2x2 blocks (negative pivots), different per matrix
+        assert bool((piv < 0).any()) and bool((piv != torch.arange(1, n + 1, dtype=torch.int32)).any())
+
+
+def test_ldl_factor_two_by_two_block_and_zero_pivot(mode):
+    check_ldl(torch.tensor([[0.0, 1.0], [1.0, 0.0]]))  # a 2x2 block only: pivots [-2, -2]
+    check_ldl(torch.tensor([[1e-3, 2.0, 0.5], [2.0, 1e-3, 1.0], [0.5, 1.0, 3.0]]))
+    check_ldl(ldl_input((2,), 4, 4, "singular"))
+    LD, piv, info = torch.linalg.ldl_factor_ex(torch.zeros(3, 3, device="tpu"))
+    assert info.item() == 1 and torch.equal(piv.cpu(), torch.tensor([1, 2, 3], dtype=torch.int32))
+    with pytest.raises(RuntimeError):
+        torch.linalg.ldl_factor_ex(torch.zeros(3, 3, device="tpu"), check_errors=True)
+
+
+def test_ldl_solve_broadcasts_and_out(mode):
+    a = ldl_input((), 4, 6, "indefinite")
+    LD, piv = torch.linalg.ldl_factor(a)
+    LDt, pivt = torch.linalg.ldl_factor(a.to("tpu"))
+    rhs = torch.randn(3, 4, 2, generator=gen(8))
+    X = torch.linalg.ldl_solve(LD, piv, rhs)
+    ref = torch.linalg.ldl_solve(LD.double(), piv, rhs.double())
+    assert_as_accurate(torch.linalg.ldl_solve(LDt, pivt, rhs.to("tpu")), X, ref, "broadcast B")
+    out = torch.empty(0, device="tpu")
+    torch.linalg.ldl_solve(LDt, pivt, rhs[0].to("tpu"), out=out)
+    assert_as_accurate(out, X[0], ref[0], "out=")
+    LDo, pivo = torch.empty(0, device="tpu"), torch.empty(0, dtype=torch.int32, device="tpu")
+    torch.linalg.ldl_factor(a.to("tpu"), out=(LDo, pivo))
+    assert torch.equal(pivo.cpu(), piv)
+    assert torch.linalg.ldl_factor_ex(torch.randn(0, 3, 3, device="tpu")).LD.shape == (0, 3, 3)
+
+
+def test_ldl_bad_input(mode):
+    with pytest.raises(RuntimeError, match="square matrices"):
+        torch.linalg.ldl_factor(torch.randn(2, 3, device="tpu"))
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.linalg.ldl_factor(torch.ones(3, 3, dtype=torch.int64, device="tpu"))
+    LD, piv = torch.linalg.ldl_factor(ldl_input((), 3, 0, "spd").to("tpu"))
+    with pytest.raises(RuntimeError, match="pivots"):
+        torch.linalg.ldl_solve(LD, piv[:2], torch.randn(3, 1, device="tpu"))
+    with pytest.raises(RuntimeError, match="Incompatible matrix sizes"):
+        torch.linalg.ldl_solve(LD, piv, torch.randn(4, 1, device="tpu"))

@@ -462,3 +462,26 @@ def test_renorm(mode, p, dim):
     assert_close(t, torch.renorm(x, p, dim, 1.2))
     with pytest.raises(RuntimeError, match="non-positive-norm"):
         torch.renorm(x.to("tpu"), 0, 0, 1.0)
+
+
+@pytest.mark.parametrize("rank", [2, 3])
+def test_fractional_max_pool(mode, rank):
+    # With explicit samples the windows are CPU's (pseudo-random intervals): values, indices and gradients match.
+    g = torch.Generator().manual_seed(0)
+    shape, kernel, out = ((2, 3, 11, 17), (2, 3), (4, 5)) if rank == 2 else ((2, 2, 7, 9, 10), (2, 2, 3), (3, 1, 5))
+    x = torch.randn(*shape, generator=g)
+    samples = torch.rand(shape[0], shape[1], rank, generator=g)
+    fn = torch.nn.functional.fractional_max_pool2d if rank == 2 else torch.nn.functional.fractional_max_pool3d
+    xt = x.to("tpu").requires_grad_()
+    xc = x.clone().requires_grad_()
+    yt, it = fn(xt, kernel, output_size=out, return_indices=True, _random_samples=samples.to("tpu"))
+    yc, ic = fn(xc, kernel, output_size=out, return_indices=True, _random_samples=samples)
+    assert torch.equal(yt.detach().cpu(), yc.detach()) and torch.equal(it.cpu(), ic)
+    cot = torch.randn(yc.shape, generator=g)
+    yt.backward(cot.to("tpu"))
+    yc.backward(cot)
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad)
+    # Unbatched input, and the generator's own samples: the windows hold the maxima.
+    y, i = fn(x[0].to("tpu"), kernel, output_size=out, return_indices=True)
+    flat = x[0].flatten(1)
+    torch.testing.assert_close(y.cpu().flatten(1), flat.gather(1, i.cpu().flatten(1)))

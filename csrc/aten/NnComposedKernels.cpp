@@ -2,10 +2,11 @@
 // backward, what nn.utils.weight_norm and parametrizations.weight_norm call for dim 0 / last),
 // multi_margin_loss and multilabel_margin_loss (+ backwards), _cdist_forward / _cdist_backward (torch.cdist
 // for p != 2 or without the matmul path; the pairwise differences are materialised, (..., P, R, M)) and
-// _pdist_forward / _pdist_backward (the same on the pairs i < j).
+// _pdist_forward / _pdist_backward (the same on the pairs i < j), rrelu_with_noise (nn.RReLU / F.rrelu).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -261,9 +262,42 @@ at::Tensor multilabelMarginBackward(const at::Tensor& grad, const at::Tensor& se
   return gi.reshape(self.sizes());
 }
 
+// rrelu as CPU computes it: training draws a slope uniform in [lower, upper] for every element <= 0 (kept in
+// `noise`, which the backward reads; 1 elsewhere); evaluation is leaky_relu with the mean slope, noise untouched.
+at::Tensor& rreluWithNoiseOut(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                              const c10::Scalar& upper, bool training, std::optional<at::Generator> gen,
+                              at::Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "\"rrelu_with_noise_out_cpu\" not implemented for '",
+              self.scalar_type(), "'");
+  if (!training) {
+    double slope = (lower.toDouble() + upper.toDouble()) / 2;
+    return at::leaky_relu_out(out, self, slope);
+  }
+  TORCH_CHECK(noise.numel() == self.numel(), "rrelu_with_noise: noise must have as many elements as the input (",
+              self.numel(), "), got ", noise.numel());
+  at::Tensor slopes = at::empty(self.sizes(), self.options()).uniform_(lower.toDouble(), upper.toDouble(), gen);
+  at::Tensor n = at::where(self <= 0, slopes, at::ones({}, self.options()));
+  at::Tensor r = self * n;
+  noise.copy_(n.reshape(noise.sizes()));
+  at::native::resize_output(out, self.sizes());
+  return out.copy_(r);
+}
+at::Tensor rreluWithNoise(const at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower,
+                          const c10::Scalar& upper, bool training, std::optional<at::Generator> gen) {
+  at::Tensor out = at::empty(self.sizes(), self.options());
+  return rreluWithNoiseOut(self, noise, lower, upper, training, std::move(gen), out);
+}
+at::Tensor& rreluWithNoise_(at::Tensor& self, at::Tensor& noise, const c10::Scalar& lower, const c10::Scalar& upper,
+                            bool training, std::optional<at::Generator> gen) {
+  return rreluWithNoiseOut(self, noise, lower, upper, training, std::move(gen), self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("rrelu_with_noise", rreluWithNoise);
+  m.impl("rrelu_with_noise_", rreluWithNoise_);
+  m.impl("rrelu_with_noise.out", rreluWithNoiseOut);
   m.impl("_weight_norm_interface", weightNorm);
   m.impl("_weight_norm_interface_backward", weightNormBackward);
   m.impl("multi_margin_loss", multiMargin);

@@ -111,9 +111,20 @@ at::Tensor reshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size, c10::S
   return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride));
 }
 
+// Autograd's zero gradients (e.g. sgn's backward for real inputs). CPU and CUDA return a ZeroTensor (no
+// storage, a dispatch key of its own); here it is an ordinary tensor of zeros: the same values, and no op
+// ever sees a storage that is not a device buffer.
+at::Tensor efficientZeroTensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pinMemory) {
+  at::Tensor out = emptyMemoryFormat(C10_AS_INTARRAYREF_SLOW(size), dtype, layout, device, pinMemory, std::nullopt);
+  return out.zero_();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_efficientzerotensor", efficientZeroTensor);
   m.impl("empty.memory_format", emptyMemoryFormat);
   m.impl("empty_strided", emptyStrided);
   m.impl("resize_", resize);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "Cephes.h"
 #include "Elementwise.h"
 #include "Polynomial.h"
 
@@ -268,6 +269,20 @@ Value special(Builder& b, Special op, std::span<const Value> a) {
     case Special::Lgamma: return chlo(b, "chlo.lgamma", a.first(1));
     case Special::Digamma: return digamma(b, x);
     case Special::Erfinv: return chlo(b, "chlo.erf_inv", a.first(1));
+    case Special::Igamma: return igamma(b, a[0], a[1], false);
+    case Special::Igammac: return igamma(b, a[0], a[1], true);
+    case Special::BesselJ0: return cephes(b, Cephes::J0, x);
+    case Special::BesselJ1: return cephes(b, Cephes::J1, x);
+    case Special::BesselY0: return cephes(b, Cephes::Y0, x);
+    case Special::BesselY1: return cephes(b, Cephes::Y1, x);
+    case Special::BesselK0: return cephes(b, Cephes::K0, x);
+    case Special::BesselK1: return cephes(b, Cephes::K1, x);
+    case Special::BesselK0e: return cephes(b, Cephes::K0e, x);
+    case Special::BesselK1e: return cephes(b, Cephes::K1e, x);
+    case Special::AiryAi: return cephes(b, Cephes::AiryAi, x);
+    case Special::Ndtri: return cephes(b, Cephes::Ndtri, x);
+    case Special::Erfcx: return cephes(b, Cephes::Erfcx, x);
+    case Special::LogNdtr: return cephes(b, Cephes::LogNdtr, x);
     case Special::I0: return besselI(b, x, false, false);
     case Special::I0e: return besselI(b, x, false, true);
     case Special::I1: return besselI(b, x, true, false);

@@ -16,8 +16,10 @@ using hlo::Value;
 enum class Special {
   // one operand
   Lgamma, Digamma, Erfinv, I0, I0e, I1, I1e, Sinc, Entr, Angle, SphericalJ0,
+  // one operand, Cephes.h: ATen's Cephes fits
+  BesselJ0, BesselJ1, BesselY0, BesselY1, BesselK0, BesselK1, BesselK0e, BesselK1e, AiryAi, Ndtri, Erfcx, LogNdtr,
   // two operands
-  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta, Gcd, Lcm,
+  LogAddExp, LogAddExp2, FMax, FMin, Heaviside, NextAfter, Xlog1py, Zeta, Gcd, Lcm, Igamma, Igammac,
   // (x, lambda): shrink ops; (grad, x, lambda): their backward
   HardShrink, SoftShrink, ShrinkBackward,
   // (x[, eps]) and (grad, x[, eps]): logit with optional clamping (eps operand present)
