@@ -1,6 +1,7 @@
 #pragma once
-// Cephes coefficient tables of the special functions in Special.cpp, as ATen/native/Math.h holds them
-// (torch 2.13): numbers only, extracted from that header; the evaluation is ours (Special.cpp).
+// Polynomial and rational-fit coefficients of the Cephes Math Library (S. L. Moshier) for the special
+// functions in Cephes.cpp: published numbers, the same ATen evaluates, so results match CPU; the
+// evaluation code is ours.
 
 namespace tpu::lowering::tables {
 
