@@ -4,7 +4,8 @@ Rows: the GPT example, small (d128, 2 layers, seq 64, batch 8) and large (d512, 
 loss read back every step. Columns, steps/s (median after warm-up): CPU eager, CPU inductor (torch.compile of
 the model), tpu strict, tpu fused, tpu compiled model (torch.compile(model), backend "tpu": forward and backward
 graphs), tpu compiled step (torch.compile of forward + backward + optimizer.step: Dynamo splits it at
-loss.backward()). Ratios are against CPU eager measured in the same run; "first step" is the wall time of the
+loss.backward()), and XLA's own floor: the same step written in JAX as one jax.jit program, on jaxlib's XLA:CPU
+client and on our PJRT plugin (benchmarks/jax_gpt.py). Ratios are against CPU eager measured in the same run; "first step" is the wall time of the
 first compiled step (Dynamo + AOTAutograd + XLA, or the compile cache when it is warm).
 
 Then the first compiled whole step of each case in a fresh process, with an empty compile cache (cold) and
@@ -23,11 +24,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from eager_modes import gpt_case, seconds_per_step, set_mode  # noqa: E402
+import jax_gpt  # noqa: E402
 
-CASES = {
-    "small": ("gpt small (d128 L2 s64 b8)", lambda d: gpt_case(d, 128, 2, 64, 8)),
-    "large": ("gpt large (d512 L4 s128 b8)", lambda d: gpt_case(d, 512, 4, 128, 8)),
-}
+SIZES = {"small": ("gpt small (d128 L2 s64 b8)", (128, 2, 64, 8)), "large": ("gpt large (d512 L4 s128 b8)", (512, 4, 128, 8))}
+CASES = {key: (name, lambda d, dims=dims: gpt_case(d, *dims)) for key, (name, dims) in SIZES.items()}
 
 
 def compiled_model(case, backend):
@@ -153,8 +153,13 @@ def main():
         torch._dynamo.reset()
         r["compiled step"], first["compiled step"] = timed_steps(
             training_step(case, "tpu", whole_step_compiled=True), args.warmup, args.steps, host["compiled step"])
+        # XLA's floor: the same step hand-written in JAX, one jax.jit program (benchmarks/jax_gpt.py).
+        for platform in ("cpu", "plugin"):
+            sps = jax_gpt.steps_per_second(*SIZES[key][1], platform, args.warmup, args.steps)
+            r[f"jax.jit {platform}"] = 1 / sps if sps else float("nan")
         rows.append((name, r, first, host))
-    cols = ["cpu eager", "cpu inductor", "strict", "fused", "compiled model", "compiled step"]
+    cols = ["cpu eager", "cpu inductor", "strict", "fused", "compiled model", "compiled step", "jax.jit cpu",
+            "jax.jit plugin"]
     header = f"{'model':<30}" + "".join(f"{c:>16}" for c in cols)
     print("steps/s (ratio to cpu eager)")
     print(header)

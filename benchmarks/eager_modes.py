@@ -2,9 +2,11 @@
 
 Models: a 4-layer MLP and the GPT example in two sizes. Each row: median seconds per step (forward,
 backward, AdamW step, loss read back every step or every `--read-every` steps) after warm-up; the ratio
-column is Fused/Strict steps per second. `host %` is the median share of a tpu step's wall time that the
-calling thread spent on its CPU (time.thread_time: Python, dispatch, tracing or replay binding, launches;
-not autograd's device thread, nor the XLA:CPU threads that run the programs, nor the waits).
+column is Fused/Strict steps per second; `jax.jit/cpu` is XLA's own floor for the GPT (the same step
+hand-written in JAX, one jax.jit program on the same PJRT plugin: benchmarks/jax_gpt.py) against CPU eager.
+`host %` is the median share of a tpu step's wall time that the calling thread spent on its CPU
+(time.thread_time: Python, dispatch, tracing or replay binding, launches; not autograd's device thread,
+nor the XLA:CPU threads that run the programs, nor the waits).
 TORCH_TPU_FUSED_REPLAY=0 in the environment makes Fused trace every graph (to compare with replay).
 Writes a PNG bar chart next to this script when matplotlib is installed.
 """
@@ -19,6 +21,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
 from gpt import GPT, batches, load_text  # noqa: E402
 
+import jax_gpt  # noqa: E402  (benchmarks/, this script's folder)
 import torch_tpu  # noqa: E402
 
 MODES = ["strict", "fused", "debug"]
@@ -47,11 +50,9 @@ def gpt_case(device, d_model, n_layers, seq, batch):
     return model, lambda: model(x, y)[1]
 
 
-CASES = {
-    "mlp 4x256": lambda d: mlp_case(d),
-    "gpt small (d128 L2 s64 b8)": lambda d: gpt_case(d, 128, 2, 64, 8),
-    "gpt large (d512 L4 s128 b8)": lambda d: gpt_case(d, 512, 4, 128, 8),
-}
+GPT_SIZES = {"gpt small (d128 L2 s64 b8)": (128, 2, 64, 8), "gpt large (d512 L4 s128 b8)": (512, 4, 128, 8)}
+CASES = {"mlp 4x256": lambda d: mlp_case(d),
+         **{name: (lambda d, dims=dims: gpt_case(d, *dims)) for name, dims in GPT_SIZES.items()}}
 
 
 def seconds_per_step(case, device, warmup, steps, read_every=1, host=None):
@@ -95,15 +96,19 @@ def main():
             result[mode] = seconds_per_step(CASES[name], "tpu", args.warmup, args.steps, args.read_every, host)
             shares[mode] = host["share"]
         set_mode("strict")
+        # XLA's floor for the GPT: the same step as one jax.jit program on our plugin (benchmarks/jax_gpt.py).
+        sps = jax_gpt.steps_per_second(*GPT_SIZES[name], "plugin", args.warmup, args.steps) if name in GPT_SIZES else None
+        result["jax.jit"] = 1 / sps if sps else float("nan")
         rows.append((name, result, shares))
     cols = ["cpu eager"] + MODES
     header = (f"{'model':<30}" + "".join(f"{c + ' steps/s':>18}" for c in cols) + f"{'fused/strict':>14}"
-              + f"{'strict/cpu':>12}{'fused/cpu':>11}" + "".join(f"{m + ' host %':>15}" for m in MODES))
+              + f"{'strict/cpu':>12}{'fused/cpu':>11}{'jax.jit/cpu':>13}" + "".join(f"{m + ' host %':>15}" for m in MODES))
     print(header)
     print("-" * len(header))
     for name, r, sh in rows:
         print(f"{name:<30}" + "".join(f"{1 / r[c]:>18.2f}" for c in cols) + f"{r['strict'] / r['fused']:>13.2f}x"
               + f"{r['cpu eager'] / r['strict']:>11.2f}x{r['cpu eager'] / r['fused']:>10.2f}x"
+              + f"{r['cpu eager'] / r['jax.jit']:>12.2f}x"
               + "".join(f"{100 * sh[m]:>14.0f}%" for m in MODES))
     try:
         import matplotlib
