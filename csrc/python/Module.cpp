@@ -133,6 +133,7 @@ PYBIND11_MODULE(_C, m) {
     d["evictions"] = s.evictions;
     d["compiled_graphs"] = s.compiledGraphs;
     d["fused_compiles"] = s.fusedCompiles;
+    d["mapping_sheds"] = s.mappingSheds;
     return d;
   });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });

@@ -32,6 +32,10 @@ class BoundedCache {
     map_.insert_or_assign(std::move(key), Slot{std::move(value), ++tick_});
   }
   size_t size() const { return map_.size(); }
+  // Drops the least recently used half (the process nears its memory-mapping cap: MappingBudget.h).
+  void shed() {
+    if (map_.size() >= 2) evictOlderHalf();
+  }
   int64_t evictions() const { return evictions_; }
   void clear() { map_.clear(); }
 

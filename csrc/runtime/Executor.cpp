@@ -320,6 +320,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.insert(key, entry);
     ++stats_.cacheMisses;
+    relieveMappingsLocked();
   }
 
   std::vector<PJRT_Buffer*> args;
@@ -595,6 +596,18 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
   // seed and offset) change every call and live only as long as the call.
   if (o.count == 0) operandCache_.emplace(key, buf);
   return buf;
+}
+
+void Executor::relieveMappingsLocked() {
+  if (!mappings_.nearLimit()) return;
+  size_t before = cache_.size() + fusedGraph_.cachedPrograms();
+  cache_.shed();
+  fusedGraph_.shedPrograms();
+  ++stats_.mappingSheds;
+  if (logEnabled("cache"))
+    std::cerr << "[torch_tpu] " << MappingBudget::mappings() << " of " << MappingBudget::cap()
+              << " memory mappings in use: dropped " << before - cache_.size() - fusedGraph_.cachedPrograms()
+              << " least recently used programs from memory\n";
 }
 
 void Executor::noteFusedProgramLocked(bool compiled, double seconds) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "BoundedCache.h"
+#include "MappingBudget.h"
 #include "FunctionRef.h"
 #include "FusedGraph.h"
 #include "OpCall.h"
@@ -32,6 +33,7 @@ struct ExecutorStats {
   int64_t evictions = 0;    // programs dropped from the in-memory tier at its bound
   int64_t compiledGraphs = 0;  // torch.compile graph calls, each flushed as one fused program
   int64_t fusedCompiles = 0;   // of `compiles`: fused-mode graphs (and torch.compile graphs) compiled by XLA
+  int64_t mappingSheds = 0;    // times the program caches shed half at the memory-mapping cap (MappingBudget.h)
 };
 
 int64_t newOpId();
@@ -101,6 +103,9 @@ class Executor {
   std::shared_ptr<pjrt::Buffer> operandBufferLocked(const HostOperand& op, int device);
   void trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device);
   // A fused graph's program came from compileWithCache: counted in stats() like strict programs.
+  // After a program was loaded into a cache: sheds the older half of both program caches when the
+  // process nears its cap on memory mappings (MappingBudget.h).
+  void relieveMappingsLocked();
   void noteFusedProgramLocked(bool compiled, double seconds);
   // The out-of-range flag: the code naming an index op, the device's current
   // flag buffer, and its new value after a program that checked indices.
@@ -147,6 +152,7 @@ class Executor {
 
   mutable std::mutex mutex_;
   BoundedCache<std::vector<int64_t>, std::shared_ptr<Entry>, KeyHash> cache_;
+  MappingBudget mappings_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
   std::vector<DeviceFlag> flags_;

@@ -287,6 +287,7 @@ std::shared_ptr<pjrt::Executable> FusedGraph::programFor(std::string text, bool&
   }
   cache_.insert(std::move(text), exe);
   ++stats_.compiles;
+  Executor::get().relieveMappingsLocked();
   return exe;
 }
 

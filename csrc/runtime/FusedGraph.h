@@ -98,6 +98,9 @@ class FusedGraph final : public TraceContext {
   // Hands over the flushed graphs that may still run (synchronize waits for them).
   std::deque<RunningGraph> takeRunning() { return std::exchange(running_, {}); }
   FusedStats stats() const;
+  // Programs kept in memory by module text, and dropping their least recently used half.
+  size_t cachedPrograms() const { return cache_.size(); }
+  void shedPrograms() { cache_.shed(); }
 
   hlo::Value storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as) override;
   void setStorageValue(DeviceStorage* s, hlo::Value flat) override;
