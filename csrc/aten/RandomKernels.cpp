@@ -110,6 +110,12 @@ at::Tensor& drawNormal(at::Tensor& self, double mean, double std, Gen gen, bool 
 
 at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) {
+    // As CPU: both parts drawn through the float view, each with std / sqrt(2) (so E|z|^2 = std^2).
+    at::Tensor parts = at::view_as_real(self);
+    drawNormal(parts, mean, std / std::sqrt(2.0), gen, false);
+    return self;
+  }
   checkFloating("normal_kernel_cpu", self);
   return drawNormal(self, mean, std, gen, false);
 }

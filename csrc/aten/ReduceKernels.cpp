@@ -95,6 +95,10 @@ at::Tensor allocate(const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarT
 // out = reduce(op, self as `compute`, dims), plus runtime scalars (NormP: p).
 void runReduce(const char* name, const at::Tensor& self, const std::vector<int64_t>& dims, ReduceOp op,
                c10::ScalarType compute, const at::Tensor& out, const c10::Scalar* p = nullptr) {
+  bool complexOk = op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::Mean || op == ReduceOp::Any ||
+                   op == ReduceOp::All || op == ReduceOp::CountNonzero;
+  TORCH_CHECK_NOT_IMPLEMENTED(complexOk || (!self.is_complex() && !c10::isComplexType(compute)), "\"", name,
+                              "\" is not implemented for '", self.scalar_type(), "' on tpu");
   if (out.numel() == 0) return;
   hlo::DType ct = toHlo(compute);
   Op o = TPU_OP(name);
@@ -108,6 +112,8 @@ void runReduce(const char* name, const at::Tensor& self, const std::vector<int64
 // values/indices of the max (min) of self along `dim` (all dims flattened when dim < 0).
 void runArgReduce(const char* name, bool isMax, const at::Tensor& self, int64_t dim, const at::Tensor* values,
                   const at::Tensor& indices) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"", name, "\" is not implemented for '", self.scalar_type(),
+                              "' on tpu");
   if (indices.numel() == 0) return;
   Op o = TPU_OP(name);
   o.in(self).attr(isMax).attr(dim);
@@ -160,7 +166,7 @@ struct SumLike {
 c10::ScalarType meanType(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   // As CPU: without a dtype, integers would promote to Long, which mean rejects.
   c10::ScalarType t = dtype ? *dtype : sumType(self, std::nullopt);
-  TORCH_CHECK(c10::isFloatingType(t), "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
+  TORCH_CHECK(c10::isFloatingType(t) || c10::isComplexType(t), "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
               " dtype must be either a floating point or complex dtype. Got: ", t);
   return t;
 }
@@ -409,6 +415,8 @@ ReduceOp normKind(double ord) {
 
 at::Tensor& vectorNormInto(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                            c10::ScalarType result, at::Tensor& out) {
+  // The norm of a complex vector is the norm of its moduli (a real result).
+  if (self.is_complex()) return vectorNormInto(self.abs(), ord, dim, keepdim, result, out);
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
   TORCH_CHECK(c10::promoteTypes(self.scalar_type(), result) == result, "linalg.vector_norm: the dtype of the input (",
@@ -431,13 +439,15 @@ at::Tensor& vectorNormInto(const at::Tensor& self, const c10::Scalar& ord, DimLi
 
 at::Tensor vectorNorm(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                       std::optional<c10::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
-  return vectorNormInto(self, ord, dim, keepdim, out.scalar_type(), out);
+  c10::ScalarType t = dtype.value_or(self.scalar_type());
+  at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(t)));
+  return vectorNormInto(dtype && self.is_complex() ? self.to(t) : self, ord, dim, keepdim, out.scalar_type(), out);
 }
 at::Tensor& vectorNormOut(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                           std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  checkOutDtype(out, dtype.value_or(self.scalar_type()));
-  return vectorNormInto(self, ord, dim, keepdim, out.scalar_type(), out);
+  c10::ScalarType t = dtype.value_or(self.scalar_type());
+  checkOutDtype(out, c10::toRealValueType(t));
+  return vectorNormInto(dtype && self.is_complex() ? self.to(t) : self, ord, dim, keepdim, out.scalar_type(), out);
 }
 // torch.norm's aten::norm overloads: the same rule with p defaulting to 2.
 at::Tensor normDimDtype(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim,

@@ -29,6 +29,9 @@ enum class Kind {
 };
 
 c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name) {
+  // No lowering of this family is written for complex values.
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(promoted), "\"", name, "\" is not implemented for '", promoted,
+                              "' on tpu");
   if (k == Kind::Same) return promoted;
   if (k == Kind::IntOnly) {
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(promoted, false), "\"", name, "\" not implemented for '",
@@ -298,7 +301,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_UNARY("special_i1", I1, Float)
   TPU_SPECIAL_UNARY("special_i1e", I1e, Float)
   TPU_SPECIAL_UNARY("special_entr", Entr, Float)
-  TPU_SPECIAL_UNARY("angle", Angle, Float)
+  // angle: ComplexKernels.cpp (real and complex inputs).
   TPU_SPECIAL_UNARY("special_modified_bessel_i0", I0, Float)
   TPU_SPECIAL_UNARY("special_modified_bessel_i1", I1, Float)
   TPU_SPECIAL_UNARY("special_spherical_bessel_j0", SphericalJ0, Float)
