@@ -164,7 +164,8 @@ def test_complex_polar_angle_abs(mode):
 # ---- pointwise ---------------------------------------------------------------------------------
 
 UNARY = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sinh", "cosh", "sigmoid", "reciprocal",
-         "expm1", "log1p", "log2", "log10", "exp2", "neg", "sgn", "square"]
+         "expm1", "log1p", "log2", "log10", "exp2", "neg", "sgn", "square", "asin", "acos", "atan", "asinh",
+         "acosh", "atanh"]
 
 
 @pytest.mark.parametrize("name", UNARY)
@@ -226,6 +227,29 @@ def test_reductions(mode):
     assert_as_accurate_as_cpu(lambda x: torch.linalg.vector_norm(x, dim=1), z)
     assert_as_accurate_as_cpu(lambda x: x.norm(), z)
     assert_as_accurate_as_cpu(lambda x: x.real.sum(0) + x.imag.mean(), z)
+
+
+def test_var_std_and_composites(mode):
+    z, w = crand(4, 6, seed=19), crand(4, 6, seed=20)
+    assert_as_accurate_as_cpu(lambda x: torch.var(x, dim=1), z)
+    assert_as_accurate_as_cpu(lambda x: torch.std(x, correction=0), z)
+    v, m = torch.var_mean(z.to("tpu"), dim=0)
+    ev, em = torch.var_mean(z, dim=0)
+    assert v.dtype == torch.float32 and m.dtype == torch.complex64
+    torch.testing.assert_close(v.cpu(), ev, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(m.cpu(), em, rtol=1e-5, atol=1e-5)
+    assert_as_accurate_as_cpu(lambda x, y: torch.lerp(x, y, 0.3 + 0.2j), z, w)
+    assert_as_accurate_as_cpu(lambda x, y: torch.addcmul(x, x, y, value=2 - 1j), z, w)
+    assert_as_accurate_as_cpu(lambda x, y: torch.addcdiv(x, x, y, value=0.5j), z, w)
+    assert_as_accurate_as_cpu(lambda x, y: torch.rsub(x, y, alpha=2j), z, w)
+    for dev in ("cpu", "tpu"):
+        torch.testing.assert_close(torch.linspace(1 - 2j, 3 + 4j, 7, device=dev).cpu(),
+                                   torch.linspace(1 - 2j, 3 + 4j, 7), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(torch.logspace(0.5j, 1.2, 5, dtype=torch.complex64, device=dev).cpu(),
+                                   torch.logspace(0.5j, 1.2, 5, dtype=torch.complex64), rtol=1e-5, atol=1e-5)
+    u = torch.empty(50, 40, dtype=torch.complex64, device="tpu").uniform_(-1, 2)
+    r = torch.view_as_real(u).cpu()
+    assert r.min() >= -1 and r.max() < 2 and abs(r.mean().item() - 0.5) < 0.05
 
 
 def test_matmuls(mode):

@@ -411,7 +411,10 @@ at::Tensor cholesky(const at::Tensor& a, bool upper) {
 
 // X with A X = B where A = L L^T (or U^T U).
 at::Tensor choleskySolveHelper(const at::Tensor& self, const at::Tensor& factor, bool upper) {
-  // upper: A = U^T U: solve U^T y = B, U x = y. lower: L y = B, L^T x = y.
+  // upper: A = U^T U: solve U^T y = B, U x = y. lower: L y = B, L^T x = y. (Real only: a complex
+  // factorisation needs the conjugate transpose.)
+  checkFloat(factor, "cholesky_solve");
+  checkFloat(self, "cholesky_solve");
   at::Tensor y = triSolve(factor, self, true, upper, /*transpose=*/upper, false);
   return triSolve(factor, y, true, upper, /*transpose=*/!upper, false);
 }

@@ -55,6 +55,12 @@ void checkFloating(const char* kernel, const at::Tensor& self) {
 // ---- uniform_, normal_ and the other float distributions --------------------
 
 at::Tensor& uniform(at::Tensor& self, double from, double to, Gen gen) {
+  if (self.is_complex()) {
+    // As CPU: both parts drawn uniformly through the float view.
+    at::Tensor parts = at::view_as_real(self);
+    uniform(parts, from, to, gen);
+    return self;
+  }
   checkFloating("check_uniform_bounds", self);
   auto t = self.scalar_type();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "check_uniform_bounds", [&] {

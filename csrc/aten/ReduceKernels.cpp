@@ -359,6 +359,7 @@ struct VarStd {
   // Writes var (std) and, when given, the mean.
   static void run(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction, bool keepdim,
                   at::Tensor& out, at::Tensor* meanOut) {
+    if (self.is_complex()) return runComplex(self, dim, correction, keepdim, out, meanOut);
     check(self);
     Reduced r = reduced(self, dim, keepdim);
     c10::Scalar c = correction.value_or(1);
@@ -381,9 +382,27 @@ struct VarStd {
       return meanOut ? ValueList{var, mean} : ValueList{var};
     });
   }
+  // var(z) = E|z - mean|^2 = var(re) + var(im) (same correction); a real result, as CPU.
+  static void runComplex(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction,
+                         bool keepdim, at::Tensor& out, at::Tensor* meanOut) {
+    at::Tensor z = self.resolve_conj();
+    at::Tensor vr = at::empty({0}, z.options().dtype(c10::toRealValueType(z.scalar_type())));
+    at::Tensor vi = at::empty({0}, vr.options());
+    VarStd<false>::run(at::real(z), dim, correction, keepdim, vr, nullptr);
+    VarStd<false>::run(at::imag(z), dim, correction, keepdim, vi, nullptr);
+    at::Tensor v = vr.add_(vi);
+    if (IsStd) v.sqrt_();
+    at::native::resize_output(out, v.sizes());
+    out.copy_(v);
+    if (meanOut) {
+      at::Tensor m = at::mean(z, dim, keepdim);
+      at::native::resize_output(*meanOut, m.sizes());
+      meanOut->copy_(m);
+    }
+  }
   static at::Tensor functional(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction,
                                bool keepdim) {
-    at::Tensor out = at::empty({0}, self.options());
+    at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
     run(self, dim, correction, keepdim, out, nullptr);
     return out;
   }
@@ -396,7 +415,8 @@ struct VarStd {
   }
   static std::tuple<at::Tensor, at::Tensor> withMean(const at::Tensor& self, DimList dim,
                                                      const std::optional<c10::Scalar>& correction, bool keepdim) {
-    at::Tensor out = at::empty({0}, self.options()), m = at::empty({0}, self.options());
+    at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+    at::Tensor m = at::empty({0}, self.options());
     run(self, dim, correction, keepdim, out, &m);
     return {out, m};
   }

@@ -194,6 +194,8 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
   TORCH_CHECK(promote(args, 2) != c10::kBool,
               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
               "`logical_xor()` operator instead.");
+  // Complex: sub's complex lowering (other - alpha * self) with the same promotion.
+  if (c10::isComplexType(promote(args, 2)) || alpha.isComplex()) return at::sub(other, self, alpha);
   return Rule<Special::Rsub, Kind::Same>::functional("rsub", args, 2);
 }
 

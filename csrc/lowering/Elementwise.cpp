@@ -97,7 +97,9 @@ bool supportsComplex(Unary op) {
     case Unary::Log2: case Unary::Log10: case Unary::Log1p: case Unary::Sqrt: case Unary::Rsqrt:
     case Unary::Reciprocal: case Unary::Square: case Unary::Sin: case Unary::Cos: case Unary::Tan:
     case Unary::Sinh: case Unary::Cosh: case Unary::Tanh: case Unary::Sgn: case Unary::Sigmoid:
-    case Unary::IsNan: case Unary::IsInf: case Unary::IsFinite: case Unary::LogicalNot: return true;
+    case Unary::IsNan: case Unary::IsInf: case Unary::IsFinite: case Unary::LogicalNot:
+    case Unary::Asin: case Unary::Acos: case Unary::Atan: case Unary::Asinh: case Unary::Acosh:
+    case Unary::Atanh: return true;
     default: return false;
   }
 }
@@ -119,6 +121,13 @@ bool complexUnary(Builder& b, Unary op, Value x, Value& out) {
     case Unary::IsNan: out = b.binary("or", unary(b, op, re), unary(b, op, im)); return true;
     case Unary::IsInf: out = b.binary("or", unary(b, op, re), unary(b, op, im)); return true;
     case Unary::IsFinite: out = b.binary("and", b.isFinite(re), b.isFinite(im)); return true;
+    // The real formulas (atan2, sign) do not extend to complex; CHLO's complex expansions do.
+    case Unary::Asin: out = b.op("chlo.asin", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Acos: out = b.op("chlo.acos", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Atan: out = b.op("chlo.atan", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Asinh: out = b.op("chlo.asinh", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Acosh: out = b.op("chlo.acosh", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Atanh: out = b.op("chlo.atanh", {&x, 1}, {x.type})[0]; return true;
     case Unary::Sgn: {  // x / |x|, and 0 at 0 (PyTorch's sgn)
       Value a = b.unary("abs", x);
       Value zero = b.compare(hlo::Cmp::EQ, a, b.scalarLike(a, 0));

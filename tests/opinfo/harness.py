@@ -136,6 +136,11 @@ def _to_tpu(x):
             else:
                 base = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,)).to("tpu")
                 t = base.as_strided(x.size(), x.stride(), x.storage_offset())
+                # The storage holds the stored values; the conj / neg bits say how the view reads them.
+                if x.is_conj():
+                    t = t.conj()
+                if x.is_neg():
+                    t = torch._neg_view(t)
         return t.detach().requires_grad_(True) if x.requires_grad else t
     if isinstance(x, list):
         return [_to_tpu(v) for v in x]
