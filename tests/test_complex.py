@@ -242,6 +242,9 @@ def test_var_std_and_composites(mode):
     assert_as_accurate_as_cpu(lambda x, y: torch.addcmul(x, x, y, value=2 - 1j), z, w)
     assert_as_accurate_as_cpu(lambda x, y: torch.addcdiv(x, x, y, value=0.5j), z, w)
     assert_as_accurate_as_cpu(lambda x, y: torch.rsub(x, y, alpha=2j), z, w)
+    assert_as_accurate_as_cpu(lambda x: torch.logsumexp(x, 1), z)
+    assert_as_accurate_as_cpu(torch.sinc, torch.cat([z.view(-1), torch.zeros(1, dtype=z.dtype)]))
+    assert_as_accurate_as_cpu(lambda c, a, b: torch.addr(c, a, b, beta=1j, alpha=2), z, w[:, 0], w[0])
     for dev in ("cpu", "tpu"):
         torch.testing.assert_close(torch.linspace(1 - 2j, 3 + 4j, 7, device=dev).cpu(),
                                    torch.linspace(1 - 2j, 3 + 4j, 7), rtol=1e-6, atol=1e-6)

@@ -488,7 +488,22 @@ at::Tensor& normOut(const at::Tensor& self, const std::optional<c10::Scalar>& p,
 
 // ---- logsumexp / count_nonzero -----------------------------------------------------
 
+// Complex: CPU's composite, shifted by the max of the real parts (0 where that is infinite).
+at::Tensor& logsumexpComplex(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  TORCH_CHECK(out.is_complex(), "logsumexp(): Expected floating point type for result tensor, but got: ",
+              out.scalar_type());
+  at::Tensor z = self.resolve_conj();
+  at::Tensor m = at::amax(at::real(z), dim, /*keepdim=*/true);
+  m.masked_fill_(m.abs() == INFINITY, 0);
+  at::Tensor s = at::sum((z - m).exp(), dim, /*keepdim=*/true).log_().add_(m);
+  if (!keepdim) s = dim.empty() ? s.reshape({}) : s.squeeze(dim);
+  at::native::resize_output(out, s.sizes());
+  out.copy_(s);
+  return out;
+}
+
 at::Tensor& logsumexpOut(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  if (self.is_complex()) return logsumexpComplex(self, dim, keepdim, out);
   TORCH_CHECK(c10::isFloatingType(out.scalar_type()),
               "logsumexp(): Expected floating point type for result tensor, but got: ", out.scalar_type());
   Reduced r = reduced(self, dim, keepdim);

@@ -28,10 +28,10 @@ enum class Kind {
   Same,       // the promoted dtype (fmax, heaviside, ...)
 };
 
-c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name) {
-  // No lowering of this family is written for complex values.
-  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(promoted), "\"", name, "\" is not implemented for '", promoted,
-                              "' on tpu");
+c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name, bool complexOk = false) {
+  // Of this family only sinc's lowering is written for complex values (sin(pi z) / (pi z), 1 at 0).
+  TORCH_CHECK_NOT_IMPLEMENTED(complexOk || !c10::isComplexType(promoted), "\"", name, "\" is not implemented for '",
+                              promoted, "' on tpu");
   if (k == Kind::Same) return promoted;
   if (k == Kind::IntOnly) {
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(promoted, false), "\"", name, "\" not implemented for '",
@@ -74,19 +74,19 @@ struct Rule {
     });
   }
   static at::Tensor functional(const char* name, const std::vector<Arg>& args, size_t tensorArgs) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     at::Tensor out = at::empty(shapeOf(args), firstTensor(args).options().dtype(result));
     run(name, args, out, result);
     return out;
   }
   static at::Tensor& inplace(const char* name, at::Tensor& self, const std::vector<Arg>& args, size_t tensorArgs) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     checkInplace(name, self, shapeOf(args), result);
     run(name, args, self, result);
     return self;
   }
   static at::Tensor& out(const char* name, const std::vector<Arg>& args, size_t tensorArgs, at::Tensor& out) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     prepareOut(name, out, shapeOf(args), result);
     run(name, args, out, result);
     return out;
