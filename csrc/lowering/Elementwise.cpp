@@ -116,11 +116,10 @@ namespace {
 
 // The complex cases whose real formula does not carry over (predicates look at both parts).
 bool complexUnary(Builder& b, Unary op, Value x, Value& out) {
-  Value re = b.realPart(x), im = b.imagPart(x);
   switch (op) {
-    case Unary::IsNan: out = b.binary("or", unary(b, op, re), unary(b, op, im)); return true;
-    case Unary::IsInf: out = b.binary("or", unary(b, op, re), unary(b, op, im)); return true;
-    case Unary::IsFinite: out = b.binary("and", b.isFinite(re), b.isFinite(im)); return true;
+    case Unary::IsNan:
+    case Unary::IsInf: out = b.binary("or", unary(b, op, b.realPart(x)), unary(b, op, b.imagPart(x))); return true;
+    case Unary::IsFinite: out = b.binary("and", b.isFinite(b.realPart(x)), b.isFinite(b.imagPart(x))); return true;
     // The real formulas (atan2, sign) do not extend to complex; CHLO's complex expansions do.
     case Unary::Asin: out = b.op("chlo.asin", {&x, 1}, {x.type})[0]; return true;
     case Unary::Acos: out = b.op("chlo.acos", {&x, 1}, {x.type})[0]; return true;
