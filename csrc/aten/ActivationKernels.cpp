@@ -372,7 +372,8 @@ struct TernaryOp {
       TORCH_CHECK(!w.isTensor() || w.tensor.scalar_type() == t, "expected dtype ", self.tensor.dtype(),
                   " for `weight` but got dtype ", w.tensor.dtype());
       // Complex is fine: the lowering compares |weight| with 0.5, as CPU.
-      if (!c10::isComplexType(t)) checkTypes(w.isTensor() ? "lerp_kernel_tensor" : "lerp_kernel_scalar", Types::Float, t);
+      if (!c10::isComplexType(t))
+        checkTypes(w.isTensor() ? "lerp_kernel_tensor" : "lerp_kernel_scalar", Types::Float, t);
       return t;
     } else {
       if constexpr (K == Ternary::Addcdiv) {

@@ -58,7 +58,8 @@ at::Tensor& angleOut(const at::Tensor& self, at::Tensor& out) {
   at::native::resize_output(out, self.sizes());
   if (out.numel() == 0) return out;
   hlo::DType rt = toHlo(opmathType(result));
-  TPU_OP("aten::angle").in(self).attr(static_cast<int64_t>(result)).out(out).run([&](hlo::Builder& b, Values in, Values) {
+  Op op = TPU_OP("aten::angle");
+  op.in(self).attr(static_cast<int64_t>(result)).out(out).run([&](hlo::Builder& b, Values in, Values) {
     Value x = in[0];
     if (hlo::isComplex(x.dtype())) return ValueList{b.binary("atan2", b.imagPart(x), b.realPart(x))};
     Value f = b.convert(x, rt);

@@ -101,7 +101,8 @@ at::Tensor downloadDense(const at::Tensor& src) {
 void downloadInto(at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   awaitHost(dst);  // a pending non_blocking upload may still read dst
   bool async = nonBlocking && isPinnedHostPtr(dst.data_ptr()) && dst.is_contiguous() && !dst.is_neg() &&
-               !dst.is_conj() && !src.is_neg() && !src.is_conj() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+               !dst.is_conj() && !src.is_neg() && !src.is_conj() && dst.scalar_type() == src.scalar_type() &&
+               dst.sizes() == src.sizes();
   if (!async) {
     dst.copy_(downloadDense(src));
     return;

@@ -26,7 +26,8 @@ hlo::DType toHlo(c10::ScalarType t) {
     default:
       TORCH_CHECK_TYPE(false, "tpu: dtype ", t,
                        " is not supported on tpu (supported: bool, uint8, int8, int16, int32, int64, float16, "
-                       "bfloat16, float32, float64, complex64, complex128); convert the tensor first, e.g. .to(torch.float32)");
+                       "bfloat16, float32, float64, complex64, complex128); convert the tensor first, e.g. "
+                       ".to(torch.float32)");
   }
 }
 

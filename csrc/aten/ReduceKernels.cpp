@@ -166,7 +166,8 @@ struct SumLike {
 c10::ScalarType meanType(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   // As CPU: without a dtype, integers would promote to Long, which mean rejects.
   c10::ScalarType t = dtype ? *dtype : sumType(self, std::nullopt);
-  TORCH_CHECK(c10::isFloatingType(t) || c10::isComplexType(t), "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
+  TORCH_CHECK(c10::isFloatingType(t) || c10::isComplexType(t), "mean(): could not infer output dtype. ",
+              dtype ? "Optional" : "Input",
               " dtype must be either a floating point or complex dtype. Got: ", t);
   return t;
 }
