@@ -112,6 +112,21 @@ def test_view_as_real_and_complex_share_storage(mode):
     assert torch.equal(torch.view_as_complex(f.to("tpu")).cpu(), torch.view_as_complex(f))
 
 
+def test_dtype_views_of_complex_storage(mode):
+    # Tensor.view(dtype) across widths: complex memory read as other types and written back through them.
+    z = crand(4, 6, seed=21)
+    t = z.to("tpu")
+    for d in (torch.complex128, torch.float64, torch.int32, torch.uint8, torch.bfloat16):
+        assert torch.equal(t.view(d).cpu(), z.view(d)), d
+    f = torch.randn(4, 8)
+    g = f.to("tpu")
+    assert torch.equal(g.view(torch.complex128).cpu(), f.view(torch.complex128))
+    g.view(torch.complex64).mul_(1j)
+    e = f.clone()
+    e.view(torch.complex64).mul_(1j)
+    assert torch.equal(g.cpu(), e)
+
+
 def test_real_imag_views(mode):
     z = crand(5)
     t = z.to("tpu")
