@@ -305,7 +305,7 @@ def test_bad_use_raises_clear_errors():
     with pytest.raises(ValueError, match="num_outputs"):
         two(torch.ones(2, device="tpu"))
     with pytest.raises(TypeError, match="has no JAX equivalent"):
-        silu(torch.ones(2, dtype=torch.complex64))  # (tpu itself holds no complex tensors)
+        silu(torch.ones(2, dtype=torch.complex64))
     with pytest.raises(RuntimeError, match="expected at most 1 argument"):
         silu(torch.ones(2, device="tpu"), torch.ones(2, device="tpu"))
 

@@ -371,7 +371,9 @@ struct TernaryOp {
                   " for `end` but got dtype ", a.tensor.dtype());
       TORCH_CHECK(!w.isTensor() || w.tensor.scalar_type() == t, "expected dtype ", self.tensor.dtype(),
                   " for `weight` but got dtype ", w.tensor.dtype());
-      checkTypes(w.isTensor() ? "lerp_kernel_tensor" : "lerp_kernel_scalar", Types::Float, t);
+      // Complex is fine: the lowering compares |weight| with 0.5, as CPU.
+      if (!c10::isComplexType(t))
+        checkTypes(w.isTensor() ? "lerp_kernel_tensor" : "lerp_kernel_scalar", Types::Float, t);
       return t;
     } else {
       if constexpr (K == Ternary::Addcdiv) {
@@ -389,7 +391,8 @@ struct TernaryOp {
                     "(input + value * tensor1 / tensor2), for all dtypes.");
       }
       c10::ScalarType t = resultType({&self, &a, &w});
-      checkTypes(K == Ternary::Addcmul ? "addcmul_cpu_out" : "addcdiv_cpu", Types::NumericNoBool, t);
+      if (!c10::isComplexType(t))  // complex: the lowering is plain complex arithmetic
+        checkTypes(K == Ternary::Addcmul ? "addcmul_cpu_out" : "addcdiv_cpu", Types::NumericNoBool, t);
       return t;
     }
   }

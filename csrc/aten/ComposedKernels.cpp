@@ -208,7 +208,7 @@ at::Tensor& logspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_
   if (steps == 0) return out;
   // Exponents and powers in float64 where the plugin has it, as CPU's scalar loop computes in double for
   // integral outputs; floating outputs use their own dtype.
-  bool fl = c10::isFloatingType(out.scalar_type());
+  bool fl = c10::isFloatingType(out.scalar_type()) || c10::isComplexType(out.scalar_type());
   c10::ScalarType t = fl ? out.scalar_type() : at::kDouble;
   // Integral outputs: CPU truncates start/end to integers and takes a float base.
   c10::Scalar s0 = fl ? start : c10::Scalar(start.toLong()), s1 = fl ? end : c10::Scalar(end.toLong());

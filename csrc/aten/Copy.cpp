@@ -18,11 +18,30 @@ bool coversStorage(const at::Tensor& t) {
   return ref.byteOffset == 0 && t.nbytes() == ref.storage->nbytes;
 }
 
-// dst (tpu) <- src (tpu), converting dtype and broadcasting as copy_ does.
+// dst (tpu) <- src (tpu), converting dtype and broadcasting as copy_ does. The conj and neg bits are
+// view flags over unchanged memory: the stored values are conjugated (negated) where the bits differ.
+// Complex into real keeps the real part, as on CPU.
 void deviceCopy(const at::Tensor& dst, const at::Tensor& src) {
-  TPU_OP("aten::copy_").in(src).out(dst).run([&](hlo::Builder& b, Values in, Values) {
-    return ValueList{b.broadcast(b.convert(in[0], toHlo(dst.scalar_type())), dst.sizes().vec())};
+  bool conj = src.is_conj() != dst.is_conj(), neg = src.is_neg() != dst.is_neg();
+  if (src.is_complex() && !dst.is_complex())
+    TORCH_WARN_ONCE("Casting complex values to real discards the imaginary part");
+  TPU_OP("aten::copy_").in(src).attr(conj).attr(neg).out(dst).run([&](hlo::Builder& b, Values in, Values) {
+    hlo::Value v = in[0];
+    if (conj && hlo::isComplex(v.dtype())) v = b.complex(b.realPart(v), b.neg(b.imagPart(v)));
+    if (neg) v = b.neg(v);
+    hlo::DType to = toHlo(dst.scalar_type());
+    if (hlo::isComplex(v.dtype()) && !hlo::isComplex(to)) v = b.realPart(v);
+    return ValueList{b.broadcast(b.convert(v, to), dst.sizes().vec())};
   });
+}
+
+// The memory a host tensor of dst's dtype must hold so that, read through dst's conj/neg bits, it shows
+// src's values.
+at::Tensor hostBitsFor(const at::Tensor& dst, const at::Tensor& src) {
+  at::Tensor v = src.resolve_conj().resolve_neg();
+  if (dst.is_conj()) v = v.conj().resolve_conj();
+  if (dst.is_neg()) v = v.neg();
+  return v;
 }
 
 // The owner of a host tensor's memory, held by an asynchronous transfer until it completes.
@@ -40,7 +59,7 @@ void uploadInto(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) 
   awaitHost(src);  // a pending non_blocking download into src must land before we read it
   bool async = nonBlocking && isPinnedHostPtr(src.data_ptr());
   // Host-side conversion and broadcast, then one transfer into a dense buffer.
-  at::Tensor host = src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  at::Tensor host = hostBitsFor(dst, src).to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   auto& executor = runtime::Executor::get();
   auto put = [&](const at::Tensor& target) {
     runtime::DeviceStorage& storage = *deviceStorage(target.storage());
@@ -52,6 +71,9 @@ void uploadInto(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) 
     return;
   }
   at::Tensor staging = at::empty(dst.sizes(), dst.options().memory_format(c10::MemoryFormat::Contiguous));
+  // The staging tensor holds dst's stored values and carries dst's bits, so the device copy keeps them.
+  staging._set_conj(dst.is_conj());
+  staging._set_neg(dst.is_neg());
   put(staging);
   deviceCopy(dst, staging);
 }
@@ -67,6 +89,9 @@ at::Tensor downloadDense(const at::Tensor& src) {
   at::Tensor dense = denseOnDevice(src);
   at::Tensor host = at::empty(dense.sizes(), dense.options().device(c10::kCPU));
   if (host.numel() > 0) runtime::Executor::get().download(*deviceStorage(dense.storage()), host.data_ptr());
+  // The stored values, read through the same conj/neg bits as on the device.
+  host._set_conj(dense.is_conj());
+  host._set_neg(dense.is_neg());
   return host;
 }
 
@@ -76,7 +101,8 @@ at::Tensor downloadDense(const at::Tensor& src) {
 void downloadInto(at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
   awaitHost(dst);  // a pending non_blocking upload may still read dst
   bool async = nonBlocking && isPinnedHostPtr(dst.data_ptr()) && dst.is_contiguous() && !dst.is_neg() &&
-               !dst.is_conj() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes();
+               !dst.is_conj() && !src.is_neg() && !src.is_conj() && dst.scalar_type() == src.scalar_type() &&
+               dst.sizes() == src.sizes();
   if (!async) {
     dst.copy_(downloadDense(src));
     return;
@@ -88,8 +114,8 @@ void downloadInto(at::Tensor& dst, const at::Tensor& src, bool nonBlocking) {
 // dst (tpu:j) <- src (tpu:i): convert on the source device into a dense buffer, which the
 // plugin copies device to device; a partial or broadcast destination takes one more program.
 void crossDeviceCopy(const at::Tensor& dst, const at::Tensor& src) {
-  at::Tensor dense = denseOnDevice(src.to(dst.scalar_type()));
-  if (coversStorage(dst) && dst.sizes() == dense.sizes()) {
+  at::Tensor dense = denseOnDevice(src.resolve_conj().resolve_neg().to(dst.scalar_type()));
+  if (coversStorage(dst) && dst.sizes() == dense.sizes() && !dst.is_conj() && !dst.is_neg()) {
     runtime::Executor::get().copyToDevice(*deviceStorage(dense.storage()), *deviceStorage(dst.storage()));
     return;
   }

@@ -30,7 +30,7 @@ void runAddr(const at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2,
     TORCH_CHECK(!beta.isFloatingPoint() && !alpha.isFloatingPoint(),
                 "For integral input tensors, argument beta must not be a floating point number.");
   }
-  bool useSelf = !(beta.isBoolean() ? !beta.toBool() : beta.toDouble() == 0);
+  bool useSelf = !(beta.isBoolean() ? !beta.toBool() : beta.toComplexDouble() == c10::complex<double>(0, 0));
   Arg s = Arg::of(self), a = Arg::of(v1.unsqueeze(1)), c = Arg::of(v2.unsqueeze(0));
   Arg bt = Arg::of(beta), al = Arg::of(alpha);
   auto body = [](hlo::Builder& b, std::vector<hlo::Value>& v) {
@@ -411,7 +411,10 @@ at::Tensor cholesky(const at::Tensor& a, bool upper) {
 
 // X with A X = B where A = L L^T (or U^T U).
 at::Tensor choleskySolveHelper(const at::Tensor& self, const at::Tensor& factor, bool upper) {
-  // upper: A = U^T U: solve U^T y = B, U x = y. lower: L y = B, L^T x = y.
+  // upper: A = U^T U: solve U^T y = B, U x = y. lower: L y = B, L^T x = y. (Real only: a complex
+  // factorisation needs the conjugate transpose.)
+  checkFloat(factor, "cholesky_solve");
+  checkFloat(self, "cholesky_solve");
   at::Tensor y = triSolve(factor, self, true, upper, /*transpose=*/upper, false);
   return triSolve(factor, y, true, upper, /*transpose=*/!upper, false);
 }

@@ -38,10 +38,15 @@ void checkInplaceShape(const at::Tensor& self, c10::IntArrayRef shape) {
 }
 
 // out = [beta * self +] alpha * product(a, c); `self` is already expanded to out's shape.
+// The products read stored values: a conj/neg view (PyTorch passes those through to BLAS-style
+// kernels, which fold them into the call) is resolved first.
+at::Tensor resolved(const at::Tensor& t) { return t.defined() ? t.resolve_conj().resolve_neg() : t; }
+
 template <Kind K>
-void runProduct(const at::Tensor& out, const at::Tensor& self, const at::Tensor& a, const at::Tensor& c,
+void runProduct(const at::Tensor& out, const at::Tensor& selfIn, const at::Tensor& aIn, const at::Tensor& cIn,
                 int64_t batch, const c10::Scalar& beta, const c10::Scalar& alpha) {
   if (out.numel() == 0) return;
+  at::Tensor self = resolved(selfIn), a = resolved(aIn), c = resolved(cIn);
   auto acc = opmathType(out.scalar_type());
   if (a.numel() == 0 || c.numel() == 0) {
     // Empty contraction: the product is zero.

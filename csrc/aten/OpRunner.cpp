@@ -21,10 +21,13 @@ hlo::DType toHlo(c10::ScalarType t) {
     case c10::kBFloat16: return hlo::DType::BF16;
     case c10::kFloat: return hlo::DType::F32;
     case c10::kDouble: return hlo::DType::F64;
+    case c10::kComplexFloat: return hlo::DType::C64;
+    case c10::kComplexDouble: return hlo::DType::C128;
     default:
       TORCH_CHECK_TYPE(false, "tpu: dtype ", t,
                        " is not supported on tpu (supported: bool, uint8, int8, int16, int32, int64, float16, "
-                       "bfloat16, float32, float64); convert the tensor first, e.g. .to(torch.float32)");
+                       "bfloat16, float32, float64, complex64, complex128); convert the tensor first, e.g. "
+                       ".to(torch.float32)");
   }
 }
 
@@ -66,7 +69,12 @@ runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as) {
     return hlo::isFloat(t) ? runtime::HostOperand::scalar(t, static_cast<double>(v))
                            : runtime::HostOperand::integer(t, v);
   }
-  TORCH_CHECK(!s.isComplex(), "tpu: complex scalars are not supported");
+  if (hlo::isComplex(t)) {
+    c10::complex<double> c = s.toComplexDouble();
+    return runtime::HostOperand::complexScalar(t, c.real(), c.imag());
+  }
+  TORCH_CHECK(!s.isComplex(), "tpu: a complex scalar cannot be an operand of dtype ", as,
+              " (the op's result type would be complex)");
   double v = s.toDouble();
   if (hlo::isFloat(t)) return runtime::HostOperand::scalar(t, v);
   if (t == hlo::DType::Pred) return runtime::HostOperand::integer(t, v != 0);

@@ -15,6 +15,7 @@ using lowering::Unary;
 enum class Policy {
   Same,        // result = promoted input dtype (abs, add, ...)
   Float,       // integers promote to the default float (exp, div, ...)
+  Modulus,     // as Same, but complex -> its real type (abs)
   Bool,        // result is bool (isnan, eq, logical_and, ...)
   IntegerOnly  // bitwise ops: integers and bool only
 };
@@ -22,6 +23,7 @@ enum class Policy {
 c10::ScalarType policyResult(Policy p, c10::ScalarType promoted, const char* name) {
   switch (p) {
     case Policy::Same: return promoted;
+    case Policy::Modulus: return c10::toRealValueType(promoted);
     case Policy::Float: return c10::isIntegralType(promoted, true) ? defaultFloat() : promoted;
     case Policy::Bool: return c10::kBool;
     case Policy::IntegerOnly:
@@ -34,15 +36,33 @@ c10::ScalarType policyResult(Policy p, c10::ScalarType promoted, const char* nam
 
 // Dtype in which the math happens (before the runtime converts to the output).
 c10::ScalarType policyCompute(Policy p, c10::ScalarType promoted, c10::ScalarType result) {
-  if (p == Policy::Bool) return promoted;
+  if (p == Policy::Bool || p == Policy::Modulus) return opmathType(promoted);
   return opmathType(result);
 }
 
 // ---- unary -----------------------------------------------------------------
 
+// The aten name of each table entry (set at registration), for the complex refusal.
+const char*& unaryName(Unary k) {
+  static const char* names[64] = {};
+  return names[static_cast<int>(k)];
+}
+const char*& binaryName(Binary k) {
+  static const char* names[64] = {};
+  return names[static_cast<int>(k)];
+}
+
+// Complex operands reach only lowerings defined for them; the others raise as CPU does.
+template <class K>
+void checkComplex(K k, c10::ScalarType compute, const char* name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!c10::isComplexType(compute) || lowering::supportsComplex(k), "\"", name ? name : "op",
+                              "\" is not implemented for '", c10::toString(compute), "' on tpu");
+}
+
 template <Unary K, Policy P>
 struct UnaryOp {
   static void run(const Arg& x, const at::Tensor& out, c10::ScalarType promoted, c10::ScalarType result) {
+    checkComplex(K, promoted, unaryName(K));
     runPointwise(TPU_OP("aten::unary"), {&x}, out, policyCompute(P, promoted, result),
                  [](hlo::Builder& b, std::vector<hlo::Value>& v) { return lowering::unary(b, K, v[0]); });
   }
@@ -75,6 +95,7 @@ template <Binary K, Policy P>
 struct BinaryOp {
   static void run(const Arg& x, const Arg& y, const at::Tensor& out, c10::ScalarType promoted,
                   c10::ScalarType result) {
+    checkComplex(K, promoted, binaryName(K));
     runPointwise(TPU_OP("aten::binary"), {&x, &y}, out, policyCompute(P, promoted, result),
                  [](hlo::Builder& b, std::vector<hlo::Value>& v) { return lowering::binary(b, K, v[0], v[1]); });
   }
@@ -192,23 +213,27 @@ at::Tensor& divModeOut(const at::Tensor& a, const at::Tensor& b, std::optional<c
 }  // namespace
 
 #define TPU_UNARY(name, K, P)                                    \
+  unaryName(Unary::K) = name;                                    \
   m.impl(name, &UnaryOp<Unary::K, Policy::P>::functional);       \
   m.impl(name "_", &UnaryOp<Unary::K, Policy::P>::inplace);      \
   m.impl(name ".out", &UnaryOp<Unary::K, Policy::P>::out);
 
 // name.Tensor, name_.Tensor and the given out= overload.
 #define TPU_BINARY_TENSOR(name, K, P, outName)                        \
+  binaryName(Binary::K) = name;                                     \
   m.impl(name ".Tensor", &BinaryOp<Binary::K, Policy::P>::tt);        \
   m.impl(name "_.Tensor", &BinaryOp<Binary::K, Policy::P>::ttInplace); \
   m.impl(outName, &BinaryOp<Binary::K, Policy::P>::ttOut);
 
 // name.Scalar, name_.Scalar, name.Scalar_out.
 #define TPU_BINARY_SCALAR(name, K, P)                                  \
+  binaryName(Binary::K) = name;                                     \
   m.impl(name ".Scalar", &BinaryOp<Binary::K, Policy::P>::ts);         \
   m.impl(name "_.Scalar", &BinaryOp<Binary::K, Policy::P>::tsInplace); \
   m.impl(name ".Scalar_out", &BinaryOp<Binary::K, Policy::P>::tsOut);
 
 #define TPU_BINARY_PLAIN(name, K, P)                             \
+  binaryName(Binary::K) = name;                                     \
   m.impl(name, &BinaryOp<Binary::K, Policy::P>::tt);             \
   m.impl(name "_", &BinaryOp<Binary::K, Policy::P>::ttInplace);  \
   m.impl(name ".out", &BinaryOp<Binary::K, Policy::P>::ttOut);
@@ -230,7 +255,7 @@ at::Tensor& divModeOut(const at::Tensor& a, const at::Tensor& b, std::optional<c
   m.impl(idunder ".Tensor", &BinaryOp<Binary::K, Policy::IntegerOnly>::ttInplace);
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  TPU_UNARY("abs", Abs, Same)
+  TPU_UNARY("abs", Abs, Modulus)
   TPU_UNARY("neg", Neg, Same)
   TPU_UNARY("exp", Exp, Float)
   TPU_UNARY("exp2", Exp2, Float)
@@ -260,7 +285,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_UNARY("trunc", Trunc, Same)
   TPU_UNARY("frac", Frac, Same)
   TPU_UNARY("sign", Sign, Same)
-  TPU_UNARY("sgn", Sign, Same)
+  TPU_UNARY("sgn", Sgn, Same)
   TPU_UNARY("sigmoid", Sigmoid, Float)
   TPU_UNARY("erf", Erf, Float)
   TPU_UNARY("erfc", Erfc, Float)

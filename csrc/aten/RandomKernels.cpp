@@ -55,6 +55,12 @@ void checkFloating(const char* kernel, const at::Tensor& self) {
 // ---- uniform_, normal_ and the other float distributions --------------------
 
 at::Tensor& uniform(at::Tensor& self, double from, double to, Gen gen) {
+  if (self.is_complex()) {
+    // As CPU: both parts drawn uniformly through the float view.
+    at::Tensor parts = at::view_as_real(self);
+    uniform(parts, from, to, gen);
+    return self;
+  }
   checkFloating("check_uniform_bounds", self);
   auto t = self.scalar_type();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "check_uniform_bounds", [&] {
@@ -110,6 +116,12 @@ at::Tensor& drawNormal(at::Tensor& self, double mean, double std, Gen gen, bool 
 
 at::Tensor& normal(at::Tensor& self, double mean, double std, Gen gen) {
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  if (self.is_complex()) {
+    // As CPU: both parts drawn through the float view, each with std / sqrt(2) (so E|z|^2 = std^2).
+    at::Tensor parts = at::view_as_real(self);
+    drawNormal(parts, mean, std / std::sqrt(2.0), gen, false);
+    return self;
+  }
   checkFloating("normal_kernel_cpu", self);
   return drawNormal(self, mean, std, gen, false);
 }

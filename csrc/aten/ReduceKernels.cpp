@@ -95,6 +95,10 @@ at::Tensor allocate(const at::Tensor& self, c10::IntArrayRef shape, c10::ScalarT
 // out = reduce(op, self as `compute`, dims), plus runtime scalars (NormP: p).
 void runReduce(const char* name, const at::Tensor& self, const std::vector<int64_t>& dims, ReduceOp op,
                c10::ScalarType compute, const at::Tensor& out, const c10::Scalar* p = nullptr) {
+  bool complexOk = op == ReduceOp::Sum || op == ReduceOp::Prod || op == ReduceOp::Mean || op == ReduceOp::Any ||
+                   op == ReduceOp::All || op == ReduceOp::CountNonzero;
+  TORCH_CHECK_NOT_IMPLEMENTED(complexOk || (!self.is_complex() && !c10::isComplexType(compute)), "\"", name,
+                              "\" is not implemented for '", self.scalar_type(), "' on tpu");
   if (out.numel() == 0) return;
   hlo::DType ct = toHlo(compute);
   Op o = TPU_OP(name);
@@ -108,6 +112,8 @@ void runReduce(const char* name, const at::Tensor& self, const std::vector<int64
 // values/indices of the max (min) of self along `dim` (all dims flattened when dim < 0).
 void runArgReduce(const char* name, bool isMax, const at::Tensor& self, int64_t dim, const at::Tensor* values,
                   const at::Tensor& indices) {
+  TORCH_CHECK_NOT_IMPLEMENTED(!self.is_complex(), "\"", name, "\" is not implemented for '", self.scalar_type(),
+                              "' on tpu");
   if (indices.numel() == 0) return;
   Op o = TPU_OP(name);
   o.in(self).attr(isMax).attr(dim);
@@ -160,7 +166,8 @@ struct SumLike {
 c10::ScalarType meanType(const at::Tensor& self, std::optional<c10::ScalarType> dtype) {
   // As CPU: without a dtype, integers would promote to Long, which mean rejects.
   c10::ScalarType t = dtype ? *dtype : sumType(self, std::nullopt);
-  TORCH_CHECK(c10::isFloatingType(t), "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
+  TORCH_CHECK(c10::isFloatingType(t) || c10::isComplexType(t), "mean(): could not infer output dtype. ",
+              dtype ? "Optional" : "Input",
               " dtype must be either a floating point or complex dtype. Got: ", t);
   return t;
 }
@@ -353,6 +360,7 @@ struct VarStd {
   // Writes var (std) and, when given, the mean.
   static void run(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction, bool keepdim,
                   at::Tensor& out, at::Tensor* meanOut) {
+    if (self.is_complex()) return runComplex(self, dim, correction, keepdim, out, meanOut);
     check(self);
     Reduced r = reduced(self, dim, keepdim);
     c10::Scalar c = correction.value_or(1);
@@ -375,9 +383,27 @@ struct VarStd {
       return meanOut ? ValueList{var, mean} : ValueList{var};
     });
   }
+  // var(z) = E|z - mean|^2 = var(re) + var(im) (same correction); a real result, as CPU.
+  static void runComplex(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction,
+                         bool keepdim, at::Tensor& out, at::Tensor* meanOut) {
+    at::Tensor z = self.resolve_conj();
+    at::Tensor vr = at::empty({0}, z.options().dtype(c10::toRealValueType(z.scalar_type())));
+    at::Tensor vi = at::empty({0}, vr.options());
+    VarStd<false>::run(at::real(z), dim, correction, keepdim, vr, nullptr);
+    VarStd<false>::run(at::imag(z), dim, correction, keepdim, vi, nullptr);
+    at::Tensor v = vr.add_(vi);
+    if (IsStd) v.sqrt_();
+    at::native::resize_output(out, v.sizes());
+    out.copy_(v);
+    if (meanOut) {
+      at::Tensor m = at::mean(z, dim, keepdim);
+      at::native::resize_output(*meanOut, m.sizes());
+      meanOut->copy_(m);
+    }
+  }
   static at::Tensor functional(const at::Tensor& self, DimList dim, const std::optional<c10::Scalar>& correction,
                                bool keepdim) {
-    at::Tensor out = at::empty({0}, self.options());
+    at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
     run(self, dim, correction, keepdim, out, nullptr);
     return out;
   }
@@ -390,7 +416,8 @@ struct VarStd {
   }
   static std::tuple<at::Tensor, at::Tensor> withMean(const at::Tensor& self, DimList dim,
                                                      const std::optional<c10::Scalar>& correction, bool keepdim) {
-    at::Tensor out = at::empty({0}, self.options()), m = at::empty({0}, self.options());
+    at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(self.scalar_type())));
+    at::Tensor m = at::empty({0}, self.options());
     run(self, dim, correction, keepdim, out, &m);
     return {out, m};
   }
@@ -409,6 +436,8 @@ ReduceOp normKind(double ord) {
 
 at::Tensor& vectorNormInto(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                            c10::ScalarType result, at::Tensor& out) {
+  // The norm of a complex vector is the norm of its moduli (a real result).
+  if (self.is_complex()) return vectorNormInto(self.abs(), ord, dim, keepdim, result, out);
   TORCH_CHECK(c10::isFloatingType(self.scalar_type()),
               "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", self.scalar_type());
   TORCH_CHECK(c10::promoteTypes(self.scalar_type(), result) == result, "linalg.vector_norm: the dtype of the input (",
@@ -431,13 +460,15 @@ at::Tensor& vectorNormInto(const at::Tensor& self, const c10::Scalar& ord, DimLi
 
 at::Tensor vectorNorm(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                       std::optional<c10::ScalarType> dtype) {
-  at::Tensor out = at::empty({0}, self.options().dtype(dtype.value_or(self.scalar_type())));
-  return vectorNormInto(self, ord, dim, keepdim, out.scalar_type(), out);
+  c10::ScalarType t = dtype.value_or(self.scalar_type());
+  at::Tensor out = at::empty({0}, self.options().dtype(c10::toRealValueType(t)));
+  return vectorNormInto(dtype && self.is_complex() ? self.to(t) : self, ord, dim, keepdim, out.scalar_type(), out);
 }
 at::Tensor& vectorNormOut(const at::Tensor& self, const c10::Scalar& ord, DimList dim, bool keepdim,
                           std::optional<c10::ScalarType> dtype, at::Tensor& out) {
-  checkOutDtype(out, dtype.value_or(self.scalar_type()));
-  return vectorNormInto(self, ord, dim, keepdim, out.scalar_type(), out);
+  c10::ScalarType t = dtype.value_or(self.scalar_type());
+  checkOutDtype(out, c10::toRealValueType(t));
+  return vectorNormInto(dtype && self.is_complex() ? self.to(t) : self, ord, dim, keepdim, out.scalar_type(), out);
 }
 // torch.norm's aten::norm overloads: the same rule with p defaulting to 2.
 at::Tensor normDimDtype(const at::Tensor& self, const std::optional<c10::Scalar>& p, at::IntArrayRef dim,
@@ -458,7 +489,22 @@ at::Tensor& normOut(const at::Tensor& self, const std::optional<c10::Scalar>& p,
 
 // ---- logsumexp / count_nonzero -----------------------------------------------------
 
+// Complex: CPU's composite, shifted by the max of the real parts (0 where that is infinite).
+at::Tensor& logsumexpComplex(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  TORCH_CHECK(out.is_complex(), "logsumexp(): Expected floating point type for result tensor, but got: ",
+              out.scalar_type());
+  at::Tensor z = self.resolve_conj();
+  at::Tensor m = at::amax(at::real(z), dim, /*keepdim=*/true);
+  m.masked_fill_(m.abs() == INFINITY, 0);
+  at::Tensor s = at::sum((z - m).exp(), dim, /*keepdim=*/true).log_().add_(m);
+  if (!keepdim) s = dim.empty() ? s.reshape({}) : s.squeeze(dim);
+  at::native::resize_output(out, s.sizes());
+  out.copy_(s);
+  return out;
+}
+
 at::Tensor& logsumexpOut(const at::Tensor& self, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  if (self.is_complex()) return logsumexpComplex(self, dim, keepdim, out);
   TORCH_CHECK(c10::isFloatingType(out.scalar_type()),
               "logsumexp(): Expected floating point type for result tensor, but got: ", out.scalar_type());
   Reduced r = reduced(self, dim, keepdim);

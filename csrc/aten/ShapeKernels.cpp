@@ -411,6 +411,16 @@ at::Tensor& linspaceOut(const c10::Scalar& start, const c10::Scalar& end, int64_
   if (out.numel() != steps) out.resize_({steps});
   if (steps == 0) return out;
   auto t = out.scalar_type();
+  if (c10::isComplexType(t)) {
+    // start + k * step is linear in each part: the real and imaginary parts are real linspaces.
+    auto part = [&](bool imag) {
+      c10::complex<double> a = start.toComplexDouble(), e = end.toComplexDouble();
+      return at::linspace(imag ? a.imag() : a.real(), imag ? e.imag() : e.real(), steps,
+                          out.options().dtype(c10::toRealValueType(t)));
+    };
+    out.copy_(at::complex(part(false), part(true)));
+    return out;
+  }
   TPU_OP("aten::linspace")
       .scalar(start, t)
       .scalar(end, t)

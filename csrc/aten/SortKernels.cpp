@@ -393,7 +393,10 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   return flag.item<bool>();
 }
 
-at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) { return at::dot(self, other); }
+// vdot(a, b) = sum(conj(a) * b).
+at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
+  return at::dot(self.is_complex() ? self.conj() : self, other);
+}
 
 at::Tensor trace(const at::Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());

@@ -28,7 +28,10 @@ enum class Kind {
   Same,       // the promoted dtype (fmax, heaviside, ...)
 };
 
-c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name) {
+c10::ScalarType resultOf(Kind k, c10::ScalarType promoted, const char* name, bool complexOk = false) {
+  // Of this family only sinc's lowering is written for complex values (sin(pi z) / (pi z), 1 at 0).
+  TORCH_CHECK_NOT_IMPLEMENTED(complexOk || !c10::isComplexType(promoted), "\"", name, "\" is not implemented for '",
+                              promoted, "' on tpu");
   if (k == Kind::Same) return promoted;
   if (k == Kind::IntOnly) {
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isIntegralType(promoted, false), "\"", name, "\" not implemented for '",
@@ -71,19 +74,19 @@ struct Rule {
     });
   }
   static at::Tensor functional(const char* name, const std::vector<Arg>& args, size_t tensorArgs) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     at::Tensor out = at::empty(shapeOf(args), firstTensor(args).options().dtype(result));
     run(name, args, out, result);
     return out;
   }
   static at::Tensor& inplace(const char* name, at::Tensor& self, const std::vector<Arg>& args, size_t tensorArgs) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     checkInplace(name, self, shapeOf(args), result);
     run(name, args, self, result);
     return self;
   }
   static at::Tensor& out(const char* name, const std::vector<Arg>& args, size_t tensorArgs, at::Tensor& out) {
-    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name);
+    c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
     prepareOut(name, out, shapeOf(args), result);
     run(name, args, out, result);
     return out;
@@ -191,6 +194,8 @@ at::Tensor rsub(const at::Tensor& self, const at::Tensor& other, const c10::Scal
   TORCH_CHECK(promote(args, 2) != c10::kBool,
               "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
               "`logical_xor()` operator instead.");
+  // Complex: sub's complex lowering (other - alpha * self) with the same promotion.
+  if (c10::isComplexType(promote(args, 2)) || alpha.isComplex()) return at::sub(other, self, alpha);
   return Rule<Special::Rsub, Kind::Same>::functional("rsub", args, 2);
 }
 
@@ -298,7 +303,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TPU_SPECIAL_UNARY("special_i1", I1, Float)
   TPU_SPECIAL_UNARY("special_i1e", I1e, Float)
   TPU_SPECIAL_UNARY("special_entr", Entr, Float)
-  TPU_SPECIAL_UNARY("angle", Angle, Float)
+  // angle: ComplexKernels.cpp (real and complex inputs).
   TPU_SPECIAL_UNARY("special_modified_bessel_i0", I0, Float)
   TPU_SPECIAL_UNARY("special_modified_bessel_i1", I1, Float)
   TPU_SPECIAL_UNARY("special_spherical_bessel_j0", SphericalJ0, Float)

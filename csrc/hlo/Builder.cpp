@@ -28,7 +28,7 @@ const char* cmpName(Cmp c) {
 }
 
 const char* compareType(DType t) {
-  if (isFloat(t)) return "FLOAT";
+  if (isFloat(t) || isComplex(t)) return "FLOAT";  // complex: EQ and NE only
   if (isSigned(t)) return "SIGNED";
   return "UNSIGNED";
 }
@@ -246,6 +246,7 @@ std::vector<Value> Builder::call(const std::string& callee, std::span<const Valu
 }
 
 Value Builder::constant(DType t, double v) {
+  if (isComplex(t)) return complex(constant(hlo::componentType(t), v), constant(hlo::componentType(t), 0));
   if (!isFloat(t)) return constantInt(t, static_cast<int64_t>(v));
   Value r = fresh(Type{t, {}});
   std::string attr = "value = dense<" + floatBits(t, v) + "> : tensor<" + mlirName(t) + ">";
@@ -254,7 +255,7 @@ Value Builder::constant(DType t, double v) {
 }
 
 Value Builder::constantInt(DType t, int64_t v) {
-  if (isFloat(t)) return constant(t, static_cast<double>(v));
+  if (isFloat(t) || isComplex(t)) return constant(t, static_cast<double>(v));
   Value r = fresh(Type{t, {}});
   std::string lit;
   if (t == DType::Pred) {
@@ -276,7 +277,9 @@ Value Builder::iota(const Type& t, int64_t dim) {
 }
 
 Value Builder::unary(const char* op, Value x) {
-  Value r = fresh(x.type);
+  // abs of a complex value is its (real) modulus.
+  bool toReal = isComplex(x.dtype()) && std::strcmp(op, "abs") == 0;
+  Value r = fresh(toReal ? Type{hlo::componentType(x.dtype()), x.shape()} : x.type);
   std::string full = std::string("stablehlo.") + op;
   emit({&r, 1}, full.c_str(), {&x, 1}, "");
   return r;
@@ -286,6 +289,9 @@ Value Builder::binary(const char* op, Value a, Value b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype())
     throw std::logic_error(std::string("binary ") + op + ": operand types differ: " + a.type.str() + " vs " +
                            b.type.str());
+  // StableHLO orders complex numbers lexicographically in max/min; PyTorch defines no order on them.
+  if (isComplex(a.dtype()) && (std::strcmp(op, "maximum") == 0 || std::strcmp(op, "minimum") == 0))
+    throw std::invalid_argument(std::string(op) + " is not defined for complex values (" + a.type.str() + ")");
   Value r = fresh(a.type);
   Value ops[2] = {a, b};
   std::string full = std::string("stablehlo.") + op;
@@ -318,6 +324,12 @@ Value Builder::clamp(Value lo, Value x, Value hi) {
 
 Value Builder::convert(Value x, DType to) {
   if (x.dtype() == to) return x;
+  // Complex -> real would drop the imaginary part; lowerings say so with realPart().
+  if (isComplex(x.dtype()) && !isComplex(to))
+    throw std::logic_error("convert: " + x.type.str() + " to " + mlirName(to) +
+                           " would drop the imaginary part (take realPart first)");
+  // Into complex: through the component type (XLA converts real -> complex of the same width).
+  if (isComplex(to) && !isComplex(x.dtype()) && x.dtype() != componentType(to)) x = convert(x, componentType(to));
   Value r = fresh(Type{to, x.shape()});
   emit({&r, 1}, "stablehlo.convert", {&x, 1}, "");
   return r;
@@ -326,6 +338,30 @@ Value Builder::convert(Value x, DType to) {
 Value Builder::bitcastConvert(Value x, const Type& to) {
   Value r = fresh(to);
   emit({&r, 1}, "stablehlo.bitcast_convert", {&x, 1}, "");
+  return r;
+}
+
+Value Builder::realPart(Value x) {
+  if (!isComplex(x.dtype())) return x;
+  Value r = fresh(Type{hlo::componentType(x.dtype()), x.shape()});
+  emit({&r, 1}, "stablehlo.real", {&x, 1}, "");
+  return r;
+}
+
+Value Builder::imagPart(Value x) {
+  if (!isComplex(x.dtype())) return scalarLike(x, 0);
+  Value r = fresh(Type{hlo::componentType(x.dtype()), x.shape()});
+  emit({&r, 1}, "stablehlo.imag", {&x, 1}, "");
+  return r;
+}
+
+Value Builder::complex(Value re, Value im) {
+  if (re.type != im.type || !isFloat(re.dtype()) || (re.dtype() != DType::F32 && re.dtype() != DType::F64))
+    throw std::logic_error("complex: parts must be f32 or f64 of one type, got " + re.type.str() + " and " +
+                           im.type.str());
+  Value r = fresh(Type{complexOf(re.dtype()), re.shape()});
+  Value ops[2] = {re, im};
+  emit({&r, 1}, "stablehlo.complex", ops, "");
   return r;
 }
 
@@ -434,7 +470,9 @@ Value Builder::dynamicUpdateSlice(Value x, Value update, std::span<const Value> 
 }
 
 std::string Builder::precisionConfig(DType t) const {
-  if (dotPrecision_ == Precision::Default || (t != DType::F32 && t != DType::F64)) return "";
+  if (dotPrecision_ == Precision::Default ||
+      (t != DType::F32 && t != DType::F64 && t != DType::C64 && t != DType::C128))
+    return "";
   const char* p = dotPrecision_ == Precision::Highest ? "HIGHEST" : "HIGH";
   return std::string(", precision_config = [#stablehlo<precision ") + p + ">, #stablehlo<precision " + p + ">]";
 }

@@ -82,6 +82,10 @@ class Builder {
   Value convert(Value x, DType to);
   Value bitcastConvert(Value x, const Type& to);
   Value isFinite(Value x);
+  // Complex parts (realPart/imagPart of a real value: itself / zeros) and complex(re, im) of f32/f64 parts.
+  Value realPart(Value x);
+  Value imagPart(Value x);
+  Value complex(Value re, Value im);
 
   // Shapes and layout.
   Value reshape(Value x, const Shape& shape);

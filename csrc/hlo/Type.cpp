@@ -16,6 +16,8 @@ const char* mlirName(DType t) {
     case DType::BF16: return "bf16";
     case DType::F32: return "f32";
     case DType::F64: return "f64";
+    case DType::C64: return "complex<f32>";
+    case DType::C128: return "complex<f64>";
   }
   return "?";
 }
@@ -23,6 +25,16 @@ const char* mlirName(DType t) {
 bool isFloat(DType t) {
   return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
 }
+
+bool isComplex(DType t) { return t == DType::C64 || t == DType::C128; }
+
+DType componentType(DType t) {
+  if (t == DType::C64) return DType::F32;
+  if (t == DType::C128) return DType::F64;
+  return t;
+}
+
+DType complexOf(DType t) { return t == DType::F64 || t == DType::C128 ? DType::C128 : DType::C64; }
 
 bool isSigned(DType t) {
   return t == DType::S8 || t == DType::S16 || t == DType::S32 || t == DType::S64;
@@ -41,7 +53,9 @@ size_t byteWidth(DType t) {
     case DType::F32: return 4;
     case DType::S64:
     case DType::U64:
-    case DType::F64: return 8;
+    case DType::F64:
+    case DType::C64: return 8;
+    case DType::C128: return 16;
   }
   return 0;
 }

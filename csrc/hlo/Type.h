@@ -6,10 +6,14 @@
 
 namespace tpu::hlo {
 
-enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64 };
+enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64, C64, C128 };
 
 const char* mlirName(DType t);  // "f32", "i1", "ui8", ...
-bool isFloat(DType t);
+bool isFloat(DType t);    // real floating point (not complex)
+bool isComplex(DType t);  // complex<f32> / complex<f64>
+// The component type of a complex type (C64 -> F32), else `t`; the complex type of a float one.
+DType componentType(DType t);
+DType complexOf(DType t);
 bool isSigned(DType t);  // signed integer
 size_t byteWidth(DType t);
 

@@ -142,7 +142,8 @@ Value gluGrad(Builder& b, Value g, Value x, int64_t dim) {
 
 Value lerp(Builder& b, Value self, Value end, Value weight) {
   Value diff = b.sub(end, self);
-  Value small = lt(b, b.unary("abs", weight), k(b, weight, 0.5));
+  Value aw = b.unary("abs", weight);  // real also for a complex weight
+  Value small = lt(b, aw, k(b, aw, 0.5));
   Value fromSelf = b.add(self, b.mul(weight, diff));
   Value fromEnd = b.sub(end, b.mul(diff, b.sub(k(b, weight, 1), weight)));
   return b.select(small, fromSelf, fromEnd);

@@ -91,7 +91,60 @@ bool isComparison(Binary op) {
          op == Binary::Ge;
 }
 
+bool supportsComplex(Unary op) {
+  switch (op) {
+    case Unary::Abs: case Unary::Neg: case Unary::Exp: case Unary::Exp2: case Unary::Expm1: case Unary::Log:
+    case Unary::Log2: case Unary::Log10: case Unary::Log1p: case Unary::Sqrt: case Unary::Rsqrt:
+    case Unary::Reciprocal: case Unary::Square: case Unary::Sin: case Unary::Cos: case Unary::Tan:
+    case Unary::Sinh: case Unary::Cosh: case Unary::Tanh: case Unary::Sgn: case Unary::Sigmoid:
+    case Unary::IsNan: case Unary::IsInf: case Unary::IsFinite: case Unary::LogicalNot:
+    case Unary::Asin: case Unary::Acos: case Unary::Atan: case Unary::Asinh: case Unary::Acosh:
+    case Unary::Atanh: return true;
+    default: return false;
+  }
+}
+
+bool supportsComplex(Binary op) {
+  switch (op) {
+    case Binary::Add: case Binary::Sub: case Binary::Mul: case Binary::Div: case Binary::Pow: case Binary::Eq:
+    case Binary::Ne: case Binary::LogicalAnd: case Binary::LogicalOr: case Binary::LogicalXor: return true;
+    default: return false;
+  }
+}
+
+namespace {
+
+// The complex cases whose real formula does not carry over (predicates look at both parts).
+bool complexUnary(Builder& b, Unary op, Value x, Value& out) {
+  switch (op) {
+    case Unary::IsNan:
+    case Unary::IsInf: out = b.binary("or", unary(b, op, b.realPart(x)), unary(b, op, b.imagPart(x))); return true;
+    case Unary::IsFinite: out = b.binary("and", b.isFinite(b.realPart(x)), b.isFinite(b.imagPart(x))); return true;
+    // The real formulas (atan2, sign) do not extend to complex; CHLO's complex expansions do.
+    case Unary::Asin: out = b.op("chlo.asin", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Acos: out = b.op("chlo.acos", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Atan: out = b.op("chlo.atan", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Asinh: out = b.op("chlo.asinh", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Acosh: out = b.op("chlo.acosh", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Atanh: out = b.op("chlo.atanh", {&x, 1}, {x.type})[0]; return true;
+    case Unary::Sgn: {  // x / |x|, and 0 at 0 (PyTorch's sgn)
+      Value a = b.unary("abs", x);
+      Value zero = b.compare(hlo::Cmp::EQ, a, b.scalarLike(a, 0));
+      Value q = b.div(x, b.complex(a, b.scalarLike(a, 0)));
+      out = b.select(zero, b.scalarLike(x, 0), q);
+      return true;
+    }
+    default: return false;
+  }
+}
+
+}  // namespace
+
 Value unary(Builder& b, Unary op, Value x) {
+  if (hlo::isComplex(x.dtype())) {
+    Value r;
+    if (complexUnary(b, op, x, r)) return r;
+  }
   switch (op) {
     case Unary::Abs: return x.dtype() == DType::Pred ? x : b.unary("abs", x);
     case Unary::Neg: return b.neg(x);
@@ -136,6 +189,7 @@ Value unary(Builder& b, Unary op, Value x) {
     case Unary::Round: return hlo::isFloat(x.dtype()) ? b.unary("round_nearest_even", x) : x;
     case Unary::Trunc: return trunc(b, x);
     case Unary::Frac: return b.sub(x, trunc(b, x));
+    case Unary::Sgn:
     case Unary::Sign:
       if (x.dtype() == DType::Pred) return x;
       if (!hlo::isFloat(x.dtype())) return b.unary("sign", x);

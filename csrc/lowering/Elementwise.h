@@ -13,7 +13,7 @@ using hlo::Value;
 enum class Unary {
   Abs, Neg, Exp, Exp2, Expm1, Log, Log2, Log10, Log1p, Sqrt, Rsqrt, Reciprocal, Square,
   Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Tanh, Asinh, Acosh, Atanh,
-  Floor, Ceil, Round, Trunc, Frac, Sign, Sigmoid, Relu, Silu, Erf, Erfc, GeluErf, GeluTanh,
+  Floor, Ceil, Round, Trunc, Frac, Sign, Sgn, Sigmoid, Relu, Silu, Erf, Erfc, GeluErf, GeluTanh,
   BitwiseNot, LogicalNot, IsNan, IsInf, IsFinite, IsPosInf, IsNegInf, Signbit,
 };
 
@@ -26,6 +26,9 @@ enum class Binary {
 Value unary(Builder& b, Unary op, Value x);
 Value binary(Builder& b, Binary op, Value x, Value y);
 bool isComparison(Binary op);
+// Whether the lowering is defined for complex operands (the kernels refuse the others, as CPU does).
+bool supportsComplex(Unary op);
+bool supportsComplex(Binary op);
 
 // Numpy-style broadcast of `x` to `shape` (trailing dims aligned).
 Value broadcastTo(Builder& b, Value x, const hlo::Shape& shape);

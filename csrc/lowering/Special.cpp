@@ -401,6 +401,7 @@ Value roundDecimals(Builder& b, Value x, int64_t decimals) {
 }
 
 Value nanToNum(Builder& b, Value x, Value nan, Value posinf, Value neginf) {
+  if (hlo::isComplex(x.dtype())) throw std::invalid_argument("nan_to_num of complex values is not supported on tpu");
   if (!hlo::isFloat(x.dtype())) return x;
   Value r = b.select(b.compare(Cmp::EQ, x, k(b, x, INFINITY)), broadcastTo(b, posinf, x.shape()), x);
   r = b.select(b.compare(Cmp::EQ, x, k(b, x, -INFINITY)), broadcastTo(b, neginf, x.shape()), r);

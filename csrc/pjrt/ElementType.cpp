@@ -16,6 +16,8 @@ PJRT_Buffer_Type toPjrt(ElementType t) {
     case ElementType::BF16: return PJRT_Buffer_Type_BF16;
     case ElementType::F32: return PJRT_Buffer_Type_F32;
     case ElementType::F64: return PJRT_Buffer_Type_F64;
+    case ElementType::C64: return PJRT_Buffer_Type_C64;
+    case ElementType::C128: return PJRT_Buffer_Type_C128;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -33,7 +35,9 @@ size_t byteWidth(ElementType t) {
     case ElementType::F32: return 4;
     case ElementType::S64:
     case ElementType::U64:
-    case ElementType::F64: return 8;
+    case ElementType::F64:
+    case ElementType::C64: return 8;
+    case ElementType::C128: return 16;
   }
   return 0;
 }

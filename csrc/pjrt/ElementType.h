@@ -7,7 +7,7 @@
 
 namespace tpu::pjrt {
 
-enum class ElementType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64 };
+enum class ElementType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64, C64, C128 };
 
 PJRT_Buffer_Type toPjrt(ElementType t);
 size_t byteWidth(ElementType t);

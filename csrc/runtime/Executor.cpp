@@ -73,6 +73,8 @@ pjrt::ElementType toElementType(DType t) {
     case DType::BF16: return pjrt::ElementType::BF16;
     case DType::F32: return pjrt::ElementType::F32;
     case DType::F64: return pjrt::ElementType::F64;
+    case DType::C64: return pjrt::ElementType::C64;
+    case DType::C128: return pjrt::ElementType::C128;
   }
   throw std::logic_error("unknown dtype");
 }
@@ -99,6 +101,8 @@ void encodeElement(DType t, double f, int64_t i, unsigned char* out) {
     }
     case DType::F32: { float v = static_cast<float>(f); std::memcpy(out, &v, 4); break; }
     case DType::F64: std::memcpy(out, &f, 8); break;
+    case DType::C64:
+    case DType::C128: throw std::logic_error("encodeElement: complex scalars are encoded by their parts");
   }
 }
 
@@ -579,7 +583,13 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
   unsigned char bytes[16] = {};
   int64_t n = o.count ? o.count : 1;
   size_t w = hlo::byteWidth(o.dtype);
-  for (int64_t k = 0; k < n; ++k) encodeElement(o.dtype, o.f[k], o.i[k], bytes + k * w);
+  if (hlo::isComplex(o.dtype)) {  // a complex scalar: f = {real, imaginary}
+    DType part = hlo::componentType(o.dtype);
+    encodeElement(part, o.f[0], 0, bytes);
+    encodeElement(part, o.f[1], 0, bytes + w / 2);
+  } else {
+    for (int64_t k = 0; k < n; ++k) encodeElement(o.dtype, o.f[k], o.i[k], bytes + k * w);
+  }
   int64_t raw[2] = {0, 0};
   std::memcpy(raw, bytes, 16);
   key.assign({static_cast<int64_t>(o.dtype), o.count, raw[0], raw[1], device});

@@ -35,6 +35,13 @@ struct HostOperand {
     o.i[0] = static_cast<int64_t>(v);
     return o;
   }
+  // A complex scalar of a complex dtype: f = {real, imaginary}.
+  static HostOperand complexScalar(hlo::DType t, double re, double im) {
+    HostOperand o{t};
+    o.f[0] = re;
+    o.f[1] = im;
+    return o;
+  }
   static HostOperand integer(hlo::DType t, int64_t v) {
     HostOperand o{t};
     o.f[0] = static_cast<double>(v);

@@ -33,7 +33,12 @@ TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, Func
   std::vector<Value> operands;
   operands.reserve(call.operands.size());
   for (const HostOperand& o : call.operands) operands.push_back(ctx.operandValue(b, o));
-  std::vector<Value> results = build(b, inputs, operands);
+  std::vector<Value> results;
+  try {
+    results = build(b, inputs, operands);
+  } catch (const std::logic_error& e) {  // a lowering refusing its operands (complex max, ...): name the op
+    throw std::runtime_error(std::string(call.name) + ": " + e.what());
+  }
   size_t expected = call.outputs.size() + (call.checksIndices ? 1 : 0);
   if (results.size() != expected)
     throw std::logic_error(std::string(call.name) + ": lowering returned " + std::to_string(results.size()) +

@@ -40,6 +40,22 @@ Value reinterpretFlat(hlo::Builder& b, Value flat, DType to) {
     return b.compare(hlo::Cmp::NE, bytes, b.scalarLike(bytes, 0));
   }
   int64_t n = flat.shape()[0];
+  // XLA bitcasts no complex type: a complex element is its (real, imaginary) pair of floats in memory,
+  // so complex[n] <-> float[2n] interleaves / splits the parts (exact), and other types go through that float.
+  if (hlo::isComplex(from)) {
+    Value re = b.reshape(b.realPart(flat), {n, 1}), im = b.reshape(b.imagPart(flat), {n, 1});
+    Value parts[2] = {re, im};
+    return reinterpretFlat(b, b.reshape(b.concatenate(parts, 1), {2 * n}), to);
+  }
+  if (hlo::isComplex(to)) {
+    Value f = reinterpretFlat(b, flat, hlo::componentType(to));
+    int64_t m = f.shape()[0] / 2;
+    if (2 * m != f.shape()[0]) f = b.slice(f, {0}, {2 * m}, {1});
+    Value pairs = b.reshape(f, {m, 2});
+    Value re = b.reshape(b.slice(pairs, {0, 0}, {m, 1}, {1, 1}), {m});
+    Value im = b.reshape(b.slice(pairs, {0, 1}, {m, 2}, {1, 1}), {m});
+    return b.complex(re, im);
+  }
   int64_t wf = static_cast<int64_t>(hlo::byteWidth(from));
   int64_t wt = static_cast<int64_t>(hlo::byteWidth(to));
   if (wf == wt) return b.bitcastConvert(flat, hlo::Type{to, {n}});

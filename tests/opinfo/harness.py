@@ -31,7 +31,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-ALL_DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "bool"]
+ALL_DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "bool", "complex64"]
 
 # Tolerances per dtype (rtol, atol). float16/bfloat16 compute in float32 and round like CPU, but reductions
 # accumulate in a different order, so a couple of ulps at the output precision are allowed.
@@ -42,6 +42,7 @@ TOLERANCES = {
     "int64": (0, 0),
     "int32": (0, 0),
     "bool": (0, 0),
+    "complex64": (1e-5, 1e-5),  # as float32 (per part: torch.testing compares complex values by modulus)
 }
 GRAD_TOLERANCE = (1e-4, 1e-4)  # float32 gradients: backward sums in another order than CPU autograd
 
@@ -140,6 +141,11 @@ def _to_tpu(x):
             else:
                 base = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,)).to("tpu")
                 t = base.as_strided(x.size(), x.stride(), x.storage_offset())
+                # The storage holds the stored values; the conj / neg bits say how the view reads them.
+                if x.is_conj():
+                    t = t.conj()
+                if x.is_neg():
+                    t = torch._neg_view(t)
         return t.detach().requires_grad_(True) if x.requires_grad else t
     if isinstance(x, list):
         return [_to_tpu(v) for v in x]
@@ -268,12 +274,11 @@ def _compare(actual, expected, dtype_name, key, path="out", kind="values", on_tp
             return
         if kind == "random":
             return _compare_random(actual, expected, key in HEAVY_TAILED)
-        if actual.is_complex() or expected.is_complex():
-            raise Mismatch(f"{path}: complex result")
         # Tolerance of the result's dtype (an int64 sample of lgamma has a float32 result).
         out_name = str(expected.dtype).replace("torch.", "")
         rtol, atol = TOLERANCE_OVERRIDES.get(key, {}).get(out_name, TOLERANCES.get(out_name, (1e-5, 1e-5)))
-        if not actual.is_floating_point() or not expected.is_floating_point():
+        inexact = lambda t: t.is_floating_point() or t.is_complex()  # noqa: E731
+        if not inexact(actual) or not inexact(expected):
             rtol = atol = 0
         try:
             torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
@@ -288,6 +293,11 @@ def _compare(actual, expected, dtype_name, key, path="out", kind="values", on_tp
             raise Mismatch(f"{path}: structure differs")
         for i, (a, e) in enumerate(zip(actual, expected)):
             _compare(a, e, dtype_name, key, f"{path}[{i}]", kind)
+        return
+    if isinstance(expected, complex) and isinstance(actual, complex):
+        rtol, atol = TOLERANCES.get(dtype_name, (1e-5, 1e-5))
+        if kind == "values" and not (actual == expected or abs(actual - expected) <= atol + rtol * abs(expected)):
+            raise Mismatch(f"{path}: {actual} vs cpu {expected}")
         return
     if isinstance(expected, float) and isinstance(actual, float):
         if math.isnan(expected) and math.isnan(actual):
@@ -374,7 +384,10 @@ def _upcast(x, dtype):
     import torch
 
     if isinstance(x, torch.Tensor):
-        return x.detach().double().requires_grad_(x.requires_grad) if x.dtype == dtype else x.detach()
+        if x.dtype != dtype:
+            return x.detach()
+        wide = torch.complex128 if x.is_complex() else torch.float64
+        return x.detach().to(wide).requires_grad_(x.requires_grad)
     if isinstance(x, (list, tuple)):
         return type(x)(_upcast(v, dtype) for v in x)
     if isinstance(x, dict):
@@ -413,11 +426,12 @@ def _as_accurate_as_cpu(actuals, expecteds, refs, rtol, atol, elementwise):
             continue
         if a.shape != e.shape or a.dtype != e.dtype or r.shape != e.shape:
             return False
-        if not e.is_floating_point():
+        if not (e.is_floating_point() or e.is_complex()):
             if not torch.equal(a.detach().cpu(), e):
                 return False
             continue
-        a, e, r = a.detach().cpu().double(), e.detach().double(), r.detach().double()
+        wide = torch.complex128 if e.is_complex() else torch.float64
+        a, e, r = a.detach().cpu().to(wide), e.detach().to(wide), r.detach().to(wide)
         both_nan = a.isnan() & r.isnan()
         cpu_error = (e - r).abs()
         if not elementwise:
@@ -439,7 +453,8 @@ def _forward_as_accurate_as_cpu(op, sample, actual, expected, dtype, rtol, atol,
     acts, exps, refs = _flatten(actual, []), _flatten(expected, []), _flatten(ref, [])
     if any(a.device.type != "tpu" for a in acts):
         return False
-    return _as_accurate_as_cpu(acts, exps, refs, rtol, atol, elementwise=dtype != _dtype("float32"))
+    return _as_accurate_as_cpu(acts, exps, refs, rtol, atol,
+                               elementwise=dtype not in (_dtype("float32"), _dtype("complex64")))
 
 
 def _grads_as_accurate_as_cpu(op, sample, ga, ge, dtype, rtol, atol):
@@ -540,7 +555,7 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
                 _compare(actual, expected, dtype_name, key, kind=kind)
         except Mismatch as e:
             rtol, atol = TOLERANCE_OVERRIDES.get(key, {}).get(dtype_name, TOLERANCES[dtype_name])
-            if (dtype.is_floating_point and kind == "values" and key not in TIE_INDEX_OPS
+            if ((dtype.is_floating_point or dtype.is_complex) and kind == "values" and key not in TIE_INDEX_OPS
                     and key not in UNORDERED_OPS
                     and _forward_as_accurate_as_cpu(op, sample, actual, expected, dtype, rtol, atol,
                                                     sample.output_process_fn_grad if key in GAUGE_OPS else None)):
@@ -967,14 +982,14 @@ def main(argv=None):
     print("float32 grad", grad, f"({secs:.0f} s)")
 
 
-def write_expected(path, records, dtypes=("float32", "bfloat16")):
+def write_expected(path, records, dtypes=("float32", "bfloat16", "complex64")):
     """The entries test_opinfo.py asserts: forward passes at its dtypes and float32 gradient passes."""
     lines = sorted({e for e in passing(records) if e.split()[1] in dtypes} | passing(records, grad=True))
     with open(path, "w") as f:
         f.write("# OpInfo entries that pass natively on tpu (tests/opinfo/test_opinfo.py asserts them).\n"
                 "# '<OpInfo> <dtype>' = forward passes at that dtype; '<OpInfo> grad' = float32 gradients pass.\n"
                 "# Regenerate: python tests/opinfo/harness.py --max-samples 8 --expected tests/opinfo/expected_pass.txt "
-                "(only float32/bfloat16 rows are kept)\n")
+                "(only float32/bfloat16/complex64 rows are kept)\n")
         f.write("\n".join(lines) + "\n")
 
 

@@ -1,7 +1,7 @@
 """PyTorch's OpInfo database on tpu, bounded for `make test`.
 
-Runs every OpInfo at float32 (forward and gradients) and bfloat16 (forward) over at most MAX_SAMPLES sample
-inputs each, in one worker process (compiles stay cached in memory; a crash or hang costs one row, see
+Runs every OpInfo at float32 (forward and gradients) and bfloat16 (forward), and the OpInfos with a complex64
+entry in expected_pass.txt at complex64 (forward), over at most MAX_SAMPLES sample inputs each, in one worker process (compiles stay cached in memory; a crash or hang costs one row, see
 harness.py), with the CPU fallback off. Every entry of expected_pass.txt must still pass: a regression fails its
 own test item. New passes are printed; add them with
 
@@ -40,6 +40,12 @@ def results():
     keys = {e.split()[0] for e in EXPECTED}
     t0 = time.time()
     jobs, unsupported = harness.list_jobs(DTYPES, {"float32"}, MAX_SAMPLES, ONLY or None)
+    # complex64 runs the OpInfos with a complex64 entry only (the full complex sweep is `make test-ops-full`).
+    ckeys = {e.split()[0] for e in EXPECTED if e.split()[1] == "complex64"}
+    cjobs, _ = harness.list_jobs(["complex64"], set(), MAX_SAMPLES, ckeys)
+    for j in cjobs:
+        j["id"] = len(jobs)
+        jobs.append(j)
     # Every OpInfo runs (new passes are reported), not only the expected ones.
     records = harness.run_jobs(jobs, timeout=120.0) + unsupported
     seconds = time.time() - t0
@@ -71,10 +77,10 @@ def test_report(results, capsys):
                                                  "seconds": seconds, "generator": "`make test`"})
     now = harness.passing(records) | harness.passing(records, grad=True)
     new = sorted(now - set(EXPECTED))
-    _, counts, grad = harness.summarize(records, DTYPES)
+    _, counts, grad = harness.summarize(records, DTYPES + ["complex64"])
     with capsys.disabled():
         print(f"\nOpInfo (max {MAX_SAMPLES} samples): " + "; ".join(
-            f"{d} pass {counts[d].get('pass', 0)}" for d in DTYPES) + f"; float32 grad pass {grad.get('pass', 0)}"
+            f"{d} pass {counts[d].get('pass', 0)}" for d in DTYPES + ["complex64"]) + f"; float32 grad pass {grad.get('pass', 0)}"
               + f" (table: {report})")
         if new:
             print(f"{len(new)} new passes (add them to tests/opinfo/expected_pass.txt): " + ", ".join(new))
