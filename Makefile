@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -24,6 +24,12 @@ test: build
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests -x -q -p no:cacheprovider
+
+# The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
+# (`make test` runs the entries marked quick); regenerates docs/model_coverage.md.
+test-models: build
+	TORCH_TPU_MODELS=all TORCH_TPU_MODEL_COVERAGE=docs/model_coverage.md TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) \
+	  TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) $(PY) -m pytest tests/models -q -p no:cacheprovider
 
 # The multiprocess torch.distributed tests (tpu_dist) in every eager mode; `make test` runs the
 # heaviest of them (DDP, FSDP2, DTensor, torchrun) in strict mode only.

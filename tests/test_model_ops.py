@@ -1,4 +1,5 @@
-"""Ops that the Hugging Face model suite (tests/models) needed on tpu: _grouped_mm (MoE experts)."""
+"""Ops that the Hugging Face model suite (tests/models) needed on tpu: _grouped_mm (MoE experts) and histc on
+integer tensors (MoE token counts per expert)."""
 import pytest
 import torch
 
@@ -80,3 +81,22 @@ def test_grouped_mm_bad_input(mode):
     with pytest.raises(RuntimeError, match="contraction sizes differ"):
         torch._grouped_mm(a, torch.randn(2, 5, 3, device="tpu"), torch.tensor([2, 4], dtype=torch.int32,
                                                                                 device="tpu"))
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8])
+@pytest.mark.parametrize("bins,lo,hi", [(4, 0, 3), (3, 1, 7), (5, 0, 0)])
+def test_histc_integer_like_cuda(mode, dtype, bins, lo, hi):
+    # CPU has no integer histc; CUDA bins integers with the same rule as floats (int64 arithmetic), so CPU's
+    # float histc of the same values is the reference. Values outside [lo, hi] are not counted.
+    x = torch.randint(0, 9, (60,), generator=torch.Generator().manual_seed(3)).to(dtype)
+    expected = torch.histc(x.float(), bins, lo, hi).to(dtype)
+    actual = torch.histc(x.to("tpu"), bins, lo, hi)
+    assert actual.dtype == dtype
+    assert_close(actual, expected)
+
+
+def test_histc_integer_bad_input(mode):
+    with pytest.raises(RuntimeError, match="max must be larger than min"):
+        torch.histc(torch.arange(4, device="tpu"), 3, 2, 1)
+    with pytest.raises(RuntimeError, match="floating-point"):
+        torch.histc(torch.ones(3, dtype=torch.bool, device="tpu"), 2)
