@@ -1,29 +1,43 @@
 """tests/models: the Hugging Face model coverage suite (model_zoo.py, test_models_hf.py).
 
 `make test` runs the representative subset (model_zoo entries marked `quick`); TORCH_TPU_MODELS=all runs every
-architecture, and TORCH_TPU_MODEL_COVERAGE=path writes the coverage table there at the end of the session
-(`make test-models`). Fixtures of tests/conftest.py (`mode`, ...) apply here too.
+architecture, and TORCH_TPU_MODEL_COVERAGE=path (`make test-models`) rewrites the coverage table there after
+each test, so an interrupted run still leaves the rows it finished. Tests run architecture by architecture
+(all modes of one, then the next). Fixtures of tests/conftest.py (`mode`, ...) apply here too; its helpers
+are re-exported, as in tests/compile/conftest.py (`import conftest` finds this module in this folder).
 """
+import importlib.util
 import os
 
 import model_zoo
 
+_spec = importlib.util.spec_from_file_location(
+    "_tpu_tests_conftest_models",
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conftest.py"))
+_parent = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_parent)
+nonfinite_ok = _parent.nonfinite_ok
+EAGER_MODES = _parent.EAGER_MODES
+
+
+def _arch(item):
+    arch = getattr(getattr(item, "callspec", None), "params", {}).get("arch")
+    return arch if isinstance(arch, model_zoo.Arch) else None
+
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get("TORCH_TPU_MODELS") == "all":
-        return
-    keep, drop = [], []
-    for item in items:
-        arch = getattr(getattr(item, "callspec", None), "params", {}).get("arch")
-        (drop if isinstance(arch, model_zoo.Arch) and not arch.quick else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    if os.environ.get("TORCH_TPU_MODELS") != "all":
+        drop = [i for i in items if _arch(i) is not None and not _arch(i).quick]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [i for i in items if i not in set(drop)]
+    order = {a.name: k for k, a in enumerate(model_zoo.ARCHS)}
+    items.sort(key=lambda i: order[_arch(i).name] if _arch(i) is not None else -1)  # stable: modes in order
 
 
-def pytest_sessionfinish(session, exitstatus):
+def pytest_runtest_logreport(report):
     path = os.environ.get("TORCH_TPU_MODEL_COVERAGE")
-    if path and model_zoo.RESULTS:
+    if path and report.when == "teardown" and model_zoo.RESULTS:
         import coverage_table
 
         coverage_table.write(path, model_zoo.RESULTS)

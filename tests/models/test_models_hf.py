@@ -15,6 +15,7 @@ the two tokens within the forward tolerance of each other. tpu's random stream d
 `make test` runs the entries marked `quick` (about one per family); `make test-models` (TORCH_TPU_MODELS=all)
 runs all and writes docs/model_coverage.md from the stage results recorded in model_zoo.RESULTS.
 """
+import contextlib
 import copy
 import functools
 import warnings
@@ -24,6 +25,7 @@ import torch
 import transformers
 
 import model_zoo
+from conftest import nonfinite_ok
 from model_zoo import ARCHS, BY_NAME, VOCAB, make_inputs
 
 transformers.logging.set_verbosity_error()
@@ -162,6 +164,11 @@ def _check_greedy(stages, arch, initial, inputs, cpu_tokens, tpu_tokens, fwd_tol
 @pytest.mark.parametrize("arch", [pytest.param(a, id=a.name, marks=[pytest.mark.xfail(reason=a.xfail, strict=True)]
                                                if a.xfail else []) for a in ARCHS])
 def test_model(mode, arch):
+    with nonfinite_ok() if arch.nonfinite else contextlib.nullcontext():
+        _run(mode, arch)
+
+
+def _run(mode, arch):
     stages = Stages(arch.name, mode)
     initial, inputs, (cpu_out, cpu_loss, cpu_grads), (ex_out, ex_loss, ex_grads), cpu_greedy = reference(arch.name)
     model = copy.deepcopy(initial).to("tpu")
