@@ -4,8 +4,9 @@
 // again (weight gradients are the 2-D x 2-D form). Composed of tpu ops: every group's product is computed
 // densely over the whole jagged dimension and each element keeps the one group it belongs to (`where`, so the
 // sum over groups adds exact zeros and the values equal one matmul per group). Elements past the last offset
-// belong to no group and are zero (CPU and CUDA leave them uninitialized). G x the FLOPs of the grouped product: meant for the few experts of
-// small/medium models; a segment-sorted kernel is the way to larger expert counts.
+// belong to no group and are zero (CPU and CUDA leave them uninitialized). G x the FLOPs of the grouped
+// product: meant for the few experts of small/medium models; a segment-sorted kernel is the way to larger
+// expert counts.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
