@@ -214,7 +214,8 @@ def _run(mode, arch):
                 s2 = _generate(gen_model, tpu_inputs, do_sample=True).cpu()
             prompt = inputs["input_ids"]
             valid = (s1.shape == (prompt.shape[0], prompt.shape[1] + NEW_TOKENS)
-                     and torch.equal(s1[:, :prompt.shape[1]], prompt) and bool(((s1 >= 0) & (s1 < VOCAB)).all()) and torch.equal(s1, s2))
+                     and torch.equal(s1[:, :prompt.shape[1]], prompt)
+                     and bool(((s1 >= 0) & (s1 < VOCAB)).all()) and torch.equal(s1, s2))
             why = "" if ok else f"greedy tokens {greedy.tolist()} != CPU {cpu_greedy.tolist()}"
             if not valid:
                 why += " sampled tokens invalid or not reproducible under one seed"
