@@ -47,12 +47,9 @@ def _on(inputs, device):
 
 def _float64_model(model):
     m = copy.deepcopy(model).double()
-    if getattr(m.config, "_experts_implementation", None) is not None or hasattr(m, "set_experts_implementation"):
+    if type(m)._can_set_experts_implementation():
         # CPU's grouped_mm kernel has no float64; the eager experts loop is the same computation.
-        try:
-            m.set_experts_implementation("eager")
-        except Exception:
-            pass
+        m.set_experts_implementation("eager")
     return m
 
 
