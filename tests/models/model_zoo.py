@@ -81,7 +81,7 @@ def _clip(name, text_name, vision_name, **kw):
     return make
 
 
-T5_LOG0 = "relative position buckets take log(0) = -inf for distance 0, then select the exact bucket"
+T5_LOG0 = "relative position buckets take log(0) = -inf for distance 0, then select the exact bucket (T5's scheme)"
 
 ARCHS = [
     # ---- decoder LMs -------------------------------------------------------------------------------
@@ -170,7 +170,7 @@ ARCHS = [
     Arch("distilbert", "encoder", "DistilBertForMaskedLM",
          _cfg("DistilBertConfig", vocab_size=VOCAB, dim=HIDDEN, n_layers=LAYERS, n_heads=HEADS, hidden_dim=FFN,
               max_position_embeddings=64), "masked"),
-    Arch("mpnet", "encoder", "MPNetForMaskedLM", _cfg("MPNetConfig", **TEXT), "masked"),
+    Arch("mpnet", "encoder", "MPNetForMaskedLM", _cfg("MPNetConfig", **TEXT), "masked", nonfinite=T5_LOG0),
     Arch("convbert", "encoder", "ConvBertForMaskedLM", _cfg("ConvBertConfig", **TEXT, embedding_size=HIDDEN),
          "masked"),
     Arch("megatron_bert", "encoder", "MegatronBertForMaskedLM", _cfg("MegatronBertConfig", **TEXT), "masked"),
