@@ -237,7 +237,8 @@ ARCHS = [
          _cfg("ProphetNetConfig", vocab_size=VOCAB, hidden_size=HIDDEN, encoder_ffn_dim=FFN, decoder_ffn_dim=FFN,
               num_encoder_layers=LAYERS, num_decoder_layers=LAYERS, num_encoder_attention_heads=HEADS,
               num_decoder_attention_heads=HEADS, max_position_embeddings=64, ngram=2, num_buckets=8,
-              relative_max_distance=16, pad_token_id=0, decoder_start_token_id=0), "seq2seq"),
+              relative_max_distance=16, pad_token_id=0, decoder_start_token_id=0), "seq2seq",
+         nonfinite=T5_LOG0),
     # ---- vision (image classification) --------------------------------------------------------------
     Arch("vit", "vision", "ViTForImageClassification", _cfg("ViTConfig", **VIT), "image", quick=True),
     Arch("deit", "vision", "DeiTForImageClassification", _cfg("DeiTConfig", **VIT), "image"),
