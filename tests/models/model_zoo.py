@@ -287,7 +287,7 @@ ARCHS = [
     Arch("wav2vec2", "audio", "Wav2Vec2ForCTC", _cfg("Wav2Vec2Config", **SPEECH), "ctc"),
     Arch("hubert", "audio", "HubertForCTC", _cfg("HubertConfig", **SPEECH), "ctc"),
     Arch("wavlm", "audio", "WavLMForCTC", _cfg("WavLMConfig", **SPEECH, num_buckets=16, max_bucket_distance=32),
-         "ctc"),
+         "ctc", nonfinite=T5_LOG0),
     Arch("data2vec_audio", "audio", "Data2VecAudioForCTC",
          _cfg("Data2VecAudioConfig", **{k: v for k, v in SPEECH.items() if k != "num_conv_pos_embeddings"},
               num_conv_pos_embeddings=3, conv_pos_kernel_size=3), "ctc"),
