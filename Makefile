@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -24,6 +24,17 @@ test: build
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests -x -q -p no:cacheprovider
+
+# The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
+# (`make test` runs the entries marked quick); regenerates docs/model_coverage.md.
+# One process per slice of the table: a single process running all of them exceeds vm.max_map_count (65530
+# memory mappings, from the XLA:CPU programs it keeps loaded) and crashes.
+MODEL_CHUNKS ?= 8
+test-models: build
+	status=0; for i in $$(seq 0 $$(($(MODEL_CHUNKS) - 1))); do \
+	  TORCH_TPU_MODELS=all TORCH_TPU_MODELS_CHUNK=$$i/$(MODEL_CHUNKS) TORCH_TPU_MODEL_COVERAGE=docs/model_coverage.md \
+	  TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest tests/models -q -p no:cacheprovider || status=1; done; exit $$status
 
 # The multiprocess torch.distributed tests (tpu_dist) in every eager mode; `make test` runs the
 # heaviest of them (DDP, FSDP2, DTensor, torchrun) in strict mode only.

@@ -77,7 +77,10 @@ void checkFloatInput(const char* op, const at::Tensor& self) {
 
 at::Tensor& histcOut(const at::Tensor& self, int64_t bins, const c10::Scalar& min, const c10::Scalar& max,
                      at::Tensor& out) {
-  checkFloatInput("torch.histc", self);
+  // Integer inputs as CUDA (CPU has no integer kernel): transformers' MoE layers count tokens per expert
+  // with histc on int32 expert ids on every device but cpu/mps.
+  bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  if (!integral) checkFloatInput("torch.histc", self);
   TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins, " for dimension 0");
   TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histc: input tensor and hist tensor should have the "
               "same dtype, but got input ", self.scalar_type(), " and hist ", out.scalar_type());
@@ -92,8 +95,17 @@ at::Tensor& histcOut(const at::Tensor& self, int64_t bins, const c10::Scalar& mi
   TORCH_CHECK(lo < hi, "torch.histc: max must be larger than min");
   out.resize_({bins});
   if (self.numel() == 0) return out.zero_();
-  // CPU: bin = (int64)((x - left) * bins / (right - left)) in the input dtype, the right edge in the last bin.
   at::Tensor x = self.reshape({-1});
+  if (integral) {
+    // CUDA: bin = (x - min) * bins / (max - min) in int64 arithmetic, the right edge in the last bin.
+    int64_t ilo = static_cast<int64_t>(lo), ihi = static_cast<int64_t>(hi);
+    at::Tensor xl = x.to(at::kLong);
+    at::Tensor pos = at::div((xl - ilo) * bins, ihi - ilo, "trunc");
+    pos = at::where(pos == bins, pos - 1, pos);
+    out.copy_(countBins(pos, (xl >= ilo) & (xl <= ihi), std::nullopt, bins, self.options()));
+    return out;
+  }
+  // CPU: bin = (int64)((x - left) * bins / (right - left)) in the input dtype, the right edge in the last bin.
   at::Tensor left = at::scalar_tensor(lo, self.options()), right = at::scalar_tensor(hi, self.options());
   at::Tensor pos = ((x - left) * static_cast<double>(bins) / (right - left)).to(at::kLong);
   pos = at::where(pos == bins, pos - 1, pos);
