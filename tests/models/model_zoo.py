@@ -201,7 +201,7 @@ ARCHS = [
               max_position_embeddings=64), "masked"),
     Arch("fnet", "encoder", "FNetForMaskedLM", _cfg("FNetConfig", **{k: v for k, v in TEXT.items()
                                                                   if k != "num_attention_heads"}),
-         "masked", xfail="torch.fft.fftn (complex): waits for the `complex` branch"),
+         "masked"),
     # ---- encoder-decoders (seq2seq LM) --------------------------------------------------------------
     Arch("t5", "encoder-decoder", "T5ForConditionalGeneration", _cfg("T5Config", **T5), "seq2seq", quick=True,
          nonfinite=T5_LOG0),
