@@ -108,7 +108,7 @@ def main():
     for name, r, sh in rows:
         print(f"{name:<30}" + "".join(f"{1 / r[c]:>18.2f}" for c in cols) + f"{r['strict'] / r['fused']:>13.2f}x"
               + f"{r['cpu eager'] / r['strict']:>11.2f}x{r['cpu eager'] / r['fused']:>10.2f}x"
-              + f"{r['cpu eager'] / r['jax.jit']:>12.2f}x"
+              + (f"{r['cpu eager'] / r['jax.jit']:>12.2f}x" if r["jax.jit"] == r["jax.jit"] else f"{'-':>13}")
               + "".join(f"{100 * sh[m]:>14.0f}%" for m in MODES))
     try:
         import matplotlib
