@@ -93,6 +93,24 @@ void HostStaging::writeBack(const at::Tensor& t, const at::Tensor& host) {
   t.copy_(host);
 }
 
+std::vector<at::Tensor> HostStaging::toHost(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const auto& t : tensors) host.push_back(toHost(t));
+  return host;
+}
+
+std::vector<at::Tensor> HostStaging::hostLike(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> host;
+  host.reserve(tensors.size());
+  for (const auto& t : tensors) host.push_back(hostLike(t));
+  return host;
+}
+
+void HostStaging::writeBack(const std::vector<at::Tensor>& tensors, const std::vector<at::Tensor>& host) {
+  for (size_t i = 0; i < tensors.size(); ++i) writeBack(tensors[i], host[i]);
+}
+
 at::Tensor HostStaging::flattenToHost(const std::vector<at::Tensor>& tensors) {
   TORCH_CHECK(!tensors.empty() && sameDtype(tensors), "tpu_dist: coalesced tensors must share a dtype");
   if (tensors.size() == 1) return toHost(tensors[0]).reshape({-1});

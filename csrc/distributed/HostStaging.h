@@ -26,6 +26,10 @@ class HostStaging {
 
   // Writes a host result back into t (a no-op when host is t): one host-to-device copy.
   void writeBack(const at::Tensor& t, const at::Tensor& host);
+  // The same, tensor by tensor, for a collective's list of tensors.
+  std::vector<at::Tensor> toHost(const std::vector<at::Tensor>& tensors);
+  std::vector<at::Tensor> hostLike(const std::vector<at::Tensor>& tensors);
+  void writeBack(const std::vector<at::Tensor>& tensors, const std::vector<at::Tensor>& host);
   // Writes consecutive pieces of `flat` back into `tensors`.
   void unflattenInto(const std::vector<at::Tensor>& tensors, const at::Tensor& flat);
 

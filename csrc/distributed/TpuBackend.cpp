@@ -151,8 +151,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
                                                      const c10d::AllreduceOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto fingerprint = beginCheck(CollectiveOp::AllReduce, tensors, true, reduceOpWord(opts.reduceOp), "op");
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
+  std::vector<at::Tensor> host = staging_.toHost(tensors);
   c10d::AllreduceOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
     for (auto& h : host) {
@@ -163,7 +162,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allreduce(std::vector<at::Tensor>& te
   }
   endCheck(fingerprint);
   await(host_->allreduce(host, hostOpts), CollectiveOp::AllReduce);
-  for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
+  staging_.writeBack(tensors, host);
   return completedWork(tensors);
 }
 
@@ -202,15 +201,14 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::broadcast(std::vector<at::Tensor>& te
   endCheck(fingerprint);
   await(host_->broadcast(host, opts), CollectiveOp::Broadcast);
   if (getRank() != opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
+    staging_.writeBack(tensors, host);
   return completedWork(tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto fingerprint = beginCheck(CollectiveOp::Reduce, tensors, true, opts.rootRank * 16 + reduceOpWord(opts.reduceOp), "op+root");
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
+  std::vector<at::Tensor> host = staging_.toHost(tensors);
   c10d::ReduceOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) {
     for (size_t i = 0; i < host.size(); ++i) {
@@ -222,7 +220,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce(std::vector<at::Tensor>& tenso
   endCheck(fingerprint);
   await(host_->reduce(host, hostOpts), CollectiveOp::Reduce);
   if (getRank() == opts.rootRank)
-    for (size_t i = 0; i < tensors.size(); ++i) staging_.writeBack(tensors[i], host[i]);
+    staging_.writeBack(tensors, host);
   return completedWork(tensors);
 }
 
@@ -231,19 +229,16 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::allgather(std::vector<std::vector<at:
                                                      const c10d::AllgatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto fingerprint = beginCheck(CollectiveOp::AllGather, inputs);
-  std::vector<at::Tensor> hostIn;
-  for (const auto& t : inputs) hostIn.push_back(staging_.toHost(t));
-  std::vector<std::vector<at::Tensor>> hostOut(outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (const auto& t : outputs[i]) hostOut[i].push_back(staging_.hostLike(t));
+  std::vector<at::Tensor> hostIn = staging_.toHost(inputs);
+  std::vector<std::vector<at::Tensor>> hostOut;
+  for (const auto& list : outputs) hostOut.push_back(staging_.hostLike(list));
   endCheck(fingerprint);
   await(host_->allgather(hostOut, hostIn, opts), CollectiveOp::AllGather);
   std::vector<at::Tensor> flat;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (size_t j = 0; j < outputs[i].size(); ++j) {
-      staging_.writeBack(outputs[i][j], hostOut[i][j]);
-      flat.push_back(outputs[i][j]);
-    }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    staging_.writeBack(outputs[i], hostOut[i]);
+    flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
+  }
   return completedWork(flat);
 }
 
@@ -301,19 +296,16 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::gather(std::vector<std::vector<at::Te
                                                   std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto fingerprint = beginCheck(CollectiveOp::Gather, inputs, true, opts.rootRank, "root");
-  std::vector<at::Tensor> hostIn;
-  for (const auto& t : inputs) hostIn.push_back(staging_.toHost(t));
-  std::vector<std::vector<at::Tensor>> hostOut(outputs.size());
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (const auto& t : outputs[i]) hostOut[i].push_back(staging_.hostLike(t));
+  std::vector<at::Tensor> hostIn = staging_.toHost(inputs);
+  std::vector<std::vector<at::Tensor>> hostOut;
+  for (const auto& list : outputs) hostOut.push_back(staging_.hostLike(list));
   endCheck(fingerprint);
   await(host_->gather(hostOut, hostIn, opts), CollectiveOp::Gather);
   std::vector<at::Tensor> flat;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    for (size_t j = 0; j < outputs[i].size(); ++j) {
-      staging_.writeBack(outputs[i][j], hostOut[i][j]);
-      flat.push_back(outputs[i][j]);
-    }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    staging_.writeBack(outputs[i], hostOut[i]);
+    flat.insert(flat.end(), outputs[i].begin(), outputs[i].end());
+  }
   return completedWork(flat);
 }
 
@@ -322,14 +314,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::scatter(std::vector<at::Tensor>& outp
                                                    const c10d::ScatterOptions& opts) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   auto fingerprint = beginCheck(CollectiveOp::Scatter, outputs, true, opts.rootRank, "root");
-  std::vector<std::vector<at::Tensor>> hostIn(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i)
-    for (const auto& t : inputs[i]) hostIn[i].push_back(staging_.toHost(t));
-  std::vector<at::Tensor> hostOut;
-  for (const auto& t : outputs) hostOut.push_back(staging_.hostLike(t));
+  std::vector<std::vector<at::Tensor>> hostIn;
+  for (const auto& list : inputs) hostIn.push_back(staging_.toHost(list));
+  std::vector<at::Tensor> hostOut = staging_.hostLike(outputs);
   endCheck(fingerprint);
   await(host_->scatter(hostOut, hostIn, opts), CollectiveOp::Scatter);
-  for (size_t i = 0; i < outputs.size(); ++i) staging_.writeBack(outputs[i], hostOut[i]);
+  staging_.writeBack(outputs, hostOut);
   return completedWork(outputs);
 }
 
@@ -348,13 +338,12 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::reduce_scatter(std::vector<at::Tensor
       }
       hostIn[i].push_back(h);
     }
-  std::vector<at::Tensor> hostOut;
-  for (const auto& t : outputs) hostOut.push_back(staging_.hostLike(t));
+  std::vector<at::Tensor> hostOut = staging_.hostLike(outputs);
   c10d::ReduceScatterOptions hostOpts = opts;
   if (opts.reduceOp == c10d::ReduceOp::PREMUL_SUM) hostOpts.reduceOp = c10d::ReduceOp::SUM;
   endCheck(fingerprint);
   await(host_->reduce_scatter(hostOut, hostIn, hostOpts), CollectiveOp::ReduceScatter);
-  for (size_t i = 0; i < outputs.size(); ++i) staging_.writeBack(outputs[i], hostOut[i]);
+  staging_.writeBack(outputs, hostOut);
   return completedWork(outputs);
 }
 
@@ -439,8 +428,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
   ensureUsable("send");
   // Not waited for: a send must not block until the peer posts its receive (batch_isend_irecv).
   // The host work keeps the staged copy alive.
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(staging_.toHost(t));
+  std::vector<at::Tensor> host = staging_.toHost(tensors);
   auto work = host_->send(host, dstRank, tag);
   if (coalescing_) coalesced_.push_back(work);
   return work;
@@ -449,8 +437,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::send(std::vector<at::Tensor>& tensors
 c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   ensureUsable("recv");
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
+  std::vector<at::Tensor> host = staging_.hostLike(tensors);
   c10::intrusive_ptr<c10d::Work> work = c10::make_intrusive<DeferredWork>(self(), host_->recv(host, srcRank, tag), tensors, host);
   if (coalescing_) coalesced_.push_back(work);
   return work;
@@ -459,8 +446,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::recv(std::vector<at::Tensor>& tensors
 c10::intrusive_ptr<c10d::Work> TpuBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   ensureUsable("recv");
-  std::vector<at::Tensor> host;
-  for (const auto& t : tensors) host.push_back(staging_.hostLike(t));
+  std::vector<at::Tensor> host = staging_.hostLike(tensors);
   return c10::make_intrusive<DeferredWork>(self(), host_->recvAnysource(host, tag), tensors, host);
 }
 
