@@ -6,6 +6,7 @@ Every check compares tpu against the same computation on the CPU (the gloo backe
 of the same group, or single-process CPU training) and raises AssertionError on a difference;
 the rank then exits non-zero and the harness shows its output.
 """
+import atexit
 import datetime
 import os
 import sys
@@ -560,3 +561,13 @@ if __name__ == "__main__":
     if rank == "env":  # launched by torchrun
         rank, world = os.environ["RANK"], os.environ["WORLD_SIZE"]
     SCENARIOS[name](int(rank), int(world), init_method, *args)
+    # The scenario passed; leave without finalizing the interpreter. Functional collectives (funcol,
+    # DTensor) keep their process group referenced after destroy_process_group (a PyTorch leak,
+    # plain gloo included), so the group's gloo worker threads outlive it, and one that drops its
+    # last reference to a Python-visible tensor while the interpreter finalizes is killed inside a
+    # noexcept frame: "terminate called without an active exception" (pytorch/pytorch#179291).
+    # atexit handlers (torch_tpu's exit checks among them) still run first.
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
