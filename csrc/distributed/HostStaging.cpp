@@ -82,12 +82,13 @@ void HostStaging::writeBack(const at::Tensor& t, const at::Tensor& host) {
   if (t.is_same(host)) return;
   if (isTpu(t) && coversStorage(t) && host.is_contiguous() && host.scalar_type() == t.scalar_type() &&
       host.numel() == t.numel() && t.numel() > 0) {
-    // Copied, never handed over zero-copy: a program launched on a buffer aliasing the pooled host
-    // memory may still read it after its storage lets go, when the pool would already reuse it
-    // (seen as wrong gradient norms in FSDP2 + bf16 training, tests/dist_repro_clip_norm.py).
-    auto& executor = runtime::Executor::get();
+    // Lent, not copied: the storage's buffer aliases the staging memory (on the CPU plugin), and
+    // the release callback holds the memory, so the pool reuses it only once the plugin says that
+    // buffer and every program reading it are gone. (Reusing it as soon as the storage let go of
+    // the buffer gave wrong gradient norms in FSDP2 + bf16 training: tests/dist_fsdp_bf16_norms.py.)
     runtime::DeviceStorage& storage = *aten::deviceStorage(t.storage());
-    executor.upload(storage, host.data_ptr(), aten::toHlo(t.scalar_type()));
+    runtime::Executor::get().lendHost(storage, host.data_ptr(), aten::toHlo(t.scalar_type()),
+                                      [keep = host.storage()]() mutable { keep = {}; });
     return;
   }
   t.copy_(host);

@@ -1,8 +1,9 @@
 // Moving collective buffers between tpu and host memory for the host transport.
 //
 // A tpu tensor that covers its storage is downloaded straight into a reused host buffer (one
-// device-to-host copy, no fresh pages to fault in) and its result uploaded straight back into its
-// storage (one host-to-device copy). Other views go through one device-side copy first.
+// device-to-host copy, no fresh pages to fault in) and its result lent back to its storage: on the
+// CPU plugin the storage's new buffer aliases the host buffer (no copy), which returns to the pool
+// once the plugin releases it. Other views go through one device-side copy first.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -24,7 +25,8 @@ class HostStaging {
   // host sees a single download.
   at::Tensor flattenToHost(const std::vector<at::Tensor>& tensors);
 
-  // Writes a host result back into t (a no-op when host is t): one host-to-device copy.
+  // Writes a host result back into t (a no-op when host is t). `host` must be a staging buffer
+  // from this class: it may be lent to t's storage (Executor::lendHost) and must not be written again.
   void writeBack(const at::Tensor& t, const at::Tensor& host);
   // The same, tensor by tensor, for a collective's list of tensors.
   std::vector<at::Tensor> toHost(const std::vector<at::Tensor>& tensors);

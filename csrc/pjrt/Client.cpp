@@ -60,6 +60,18 @@ std::string Client::deviceKind(size_t index) const {
 
 Client::AsyncUpload Client::bufferFromHostAsync(const void* data, ElementType type,
                                                 const std::vector<int64_t>& dims, size_t device) const {
+  // The plugin may read the host data after the call returns, until
+  // done_with_host_buffer fires (it never aliases it, unlike kImmutableZeroCopy).
+  return upload(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes);
+}
+
+Client::AsyncUpload Client::bufferAliasingHost(const void* data, ElementType type,
+                                               const std::vector<int64_t>& dims, size_t device) const {
+  return upload(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableZeroCopy);
+}
+
+Client::AsyncUpload Client::upload(const void* data, ElementType type, const std::vector<int64_t>& dims,
+                                   size_t device, PJRT_HostBufferSemantics semantics) const {
   const PJRT_Api* a = api();
   auto args = TPU_PJRT_ARGS(PJRT_Client_BufferFromHostBuffer_Args);
   args.client = client_;
@@ -67,9 +79,7 @@ Client::AsyncUpload Client::bufferFromHostAsync(const void* data, ElementType ty
   args.type = toPjrt(type);
   args.dims = dims.data();
   args.num_dims = dims.size();
-  // The plugin may read the host data after the call returns, until
-  // done_with_host_buffer fires (it never aliases it, unlike kImmutableZeroCopy).
-  args.host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args.host_buffer_semantics = semantics;
   args.device = devices_.at(device);
   check(a, a->PJRT_Client_BufferFromHostBuffer(&args), "PJRT_Client_BufferFromHostBuffer");
   AsyncUpload up{std::make_unique<Buffer>(a, args.buffer), Event(a, args.done_with_host_buffer)};

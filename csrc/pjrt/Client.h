@@ -45,11 +45,20 @@ class Client {
   };
   AsyncUpload bufferFromHostAsync(const void* data, ElementType type, const std::vector<int64_t>& dims,
                                   size_t device) const;
+  // A buffer that may alias `data` instead of copying it (kImmutableZeroCopy; the XLA CPU plugin
+  // aliases 64-byte aligned dense data). `doneWithHost` fires once the plugin no longer reads `data`:
+  // right after a copy, or, where it aliases, once the buffer and every program using it are gone.
+  // Until then `data` must stay alive and unchanged.
+  AsyncUpload bufferAliasingHost(const void* data, ElementType type, const std::vector<int64_t>& dims,
+                                 size_t device) const;
   // Compiles StableHLO MLIR text.
   std::unique_ptr<Executable> compile(const std::string& mlir, const CompileOptions& opts) const;
   std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
 
  private:
+  AsyncUpload upload(const void* data, ElementType type, const std::vector<int64_t>& dims, size_t device,
+                     PJRT_HostBufferSemantics semantics) const;
+
   std::shared_ptr<Plugin> plugin_;
   PJRT_Client* client_ = nullptr;
   std::vector<PJRT_Device*> devices_;

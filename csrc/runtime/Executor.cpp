@@ -811,6 +811,27 @@ void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
   storage.elem = elem;
 }
 
+void Executor::lendHost(DeviceStorage& storage, const void* bytes, DType elem, std::function<void()> released) {
+  // Device memory elsewhere is not host memory: there it would be a copy that must finish anyway.
+  // Lending also needs OnReady: the release is only known from a callback.
+  static const bool hostMemory =
+      Runtime::get().client().platformName() == "cpu" && Runtime::get().client().api()->PJRT_Event_OnReady;
+  if (!hostMemory) {
+    upload(storage, bytes, elem);
+    released();
+    return;
+  }
+  awaitHostRange(bytes, storage.nbytes);
+  if (storage.inGraph) forget(&storage);
+  int64_t n = static_cast<int64_t>(storage.nbytes / hlo::byteWidth(elem));
+  pjrt::Client::AsyncUpload up =
+      Runtime::get().client().bufferAliasingHost(bytes, toElementType(elem), {n}, storage.device);
+  storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
+  storage.elem = elem;
+  // Not a HostTransfer: synchronize() must not wait for a buffer that is still in use.
+  up.doneWithHost.onReady([released = std::move(released)](bool) { released(); });
+}
+
 ExecutorStats Executor::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   ExecutorStats s = stats_;

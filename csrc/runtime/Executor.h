@@ -7,6 +7,7 @@
 // a per-device error flag that every sync point checks (in every mode).
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -51,6 +52,11 @@ class Executor {
   void download(const DeviceStorage& storage, void* dst);
   // Replaces the content of `storage` by `bytes` (nbytes of it).
   void upload(DeviceStorage& storage, const void* bytes, hlo::DType elem);
+  // The same without a copy where the plugin's buffers live in host memory (the CPU plugin):
+  // `storage` takes a buffer aliasing `bytes`, which must stay alive and unchanged until
+  // `released` runs (on a plugin thread, or here after a copy): once that buffer and every
+  // program reading it are gone.
+  void lendHost(DeviceStorage& storage, const void* bytes, hlo::DType elem, std::function<void()> released);
 
   // Asynchronous host transfers (non_blocking copies with pinned host memory).
   // Each returns once the transfer is started; `keepAlive` (the host memory's

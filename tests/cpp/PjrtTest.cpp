@@ -129,3 +129,29 @@ TEST(Pjrt, EventOnReadyRunsTheCallback) {
   for (int i = 0; i < 1000 && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(calls.load(), 1);
 }
+
+// tpu_dist's host transport lends pooled host memory to a buffer (bufferAliasingHost) and reuses it
+// only when doneWithHost fires: that must not happen while the buffer, or a program reading it, is alive.
+TEST(Pjrt, AliasedHostMemoryIsReleasedOnlyAfterTheBufferAndItsReaders) {
+  auto& client = testRuntime().client();
+  alignas(64) static float host[1024];
+  for (int i = 0; i < 1024; ++i) host[i] = static_cast<float>(i);
+  auto up = client.bufferAliasingHost(host, pjrt::ElementType::F32, {1024}, 0);
+  std::atomic<bool> released{false};
+  ASSERT_TRUE(up.doneWithHost.onReady([&](bool) { released = true; }));
+  const char* mlir = R"(module {
+  func.func public @main(%a: tensor<1024xf32>) -> (tensor<1024xf32>) {
+    %0 = "stablehlo.add"(%a, %a) : (tensor<1024xf32>, tensor<1024xf32>) -> tensor<1024xf32>
+    "func.return"(%0) : (tensor<1024xf32>) -> ()
+  }
+})";
+  auto exe = client.compile(mlir, pjrt::CompileOptions{});
+  auto outs = exe->execute({up.buffer->raw()}, client.devices()[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (client.platformName() == "cpu") EXPECT_FALSE(released) << "released while its buffer is alive";
+  EXPECT_EQ(toHost<float>(*up.buffer, 1024)[1023], 1023.0f);
+  up.buffer.reset();
+  EXPECT_EQ(toHost<float>(*outs[0], 1024)[1023], 2046.0f);
+  for (int waited = 0; !released && waited < 2000; ++waited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(released) << "never released after its buffer was destroyed";
+}
