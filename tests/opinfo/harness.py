@@ -3,7 +3,9 @@
 For each OpInfo and each requested dtype the OpInfo supports on CPU, every sample input (or an even subset of
 them, --max-samples) runs on tpu and on CPU and the results are compared with torch.testing.assert_close and the
 per-dtype tolerances below. For float32 the gradients of every differentiable input are compared with CPU
-autograd. The CPU fallback is off: an op without a tpu kernel fails with the missing ATen overload as its reason,
+autograd, for fixed random cotangents of every floating-point or complex output (a complex output, e.g. of
+torch.fft.rfft or torch.polar, gets a complex cotangent, as in PyTorch's gradcheck; see `_grads`); an OpInfo
+none of whose outputs is differentiable reports grad n/a. The CPU fallback is off: an op without a tpu kernel fails with the missing ATen overload as its reason,
 so every pass ran natively.
 
 The ops run in a worker subprocess with a watchdog: a sample that hangs past --timeout, or a crash (segfault),
@@ -55,7 +57,8 @@ TOLERANCE_OVERRIDES: dict[str, dict[str, tuple[float, float]]] = {
     "logcumsumexp": {"grad": (1e-3, 1e-2)},
 }
 
-# Ops whose values are random: compare shape, dtype and distribution statistics, not values.
+# Ops whose values are random: compare shape, dtype and distribution statistics, not values (and no gradients);
+# their samples that draw no random number (`_draws_no_random`) are compared as values, gradients included.
 RANDOM_OPS = {
     "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal",
     "normal.number_mean", "normal.in_place", "uniform", "rand_like", "randn_like", "randint", "randint_like",
@@ -70,6 +73,29 @@ RANDOM_SAMPLES = {
     "nn.functional.scaled_dot_product_attention": lambda s: s.kwargs.get("dropout_p", 0.0) > 0,
     "nn.functional.multi_head_attention_forward": lambda s: s.kwargs.get("training") and s.args[9] > 0,
 }
+
+
+def _draws_no_random(op, sample):
+    """A sample of a RANDOM_OPS entry that draws no random number, so its values (and gradients) are compared
+    like any other op's: dropout and rrelu outside training (the identity, rrelu's mean slope; `training`
+    passed or torch.nn.functional's default), fractional max pooling given its `_random_samples`."""
+    import inspect
+
+    import torch
+
+    if sample.kwargs.get("_random_samples") is not None:
+        return True
+    name = op.name.rsplit(".", 1)[-1]
+    fn = getattr(torch.nn.functional, name, None)
+    if fn is None or sample.args or not ("dropout" in name or name == "rrelu"):
+        return False
+    try:
+        default = inspect.signature(fn).parameters["training"].default
+    except (KeyError, TypeError, ValueError):
+        return False
+    return sample.kwargs.get("training", default) is False
+
+
 # Heavy-tailed distributions: compared by median and interquartile range instead of mean and std.
 HEAVY_TAILED = {"cauchy", "log_normal"}
 
@@ -480,18 +506,37 @@ def _differentiable(tensors):
     return [t for t in tensors if t.requires_grad and (t.is_floating_point() or t.is_complex())]
 
 
+def _cotangent_dtype(o, cot_dtype):
+    """The dtype a cotangent for output `o` is drawn in: `o`'s own, or `cot_dtype`'s (float32 for the float64
+    reference of a float32 run) -- as its complex counterpart when `o` is complex (complex64 draws for a
+    complex128 reference output), so both runs see the same cotangent values."""
+    import torch
+
+    if cot_dtype is None:
+        return o.dtype
+    if o.is_complex() and not cot_dtype.is_complex:
+        return {torch.float32: torch.complex64, torch.float64: torch.complex128}.get(cot_dtype, o.dtype)
+    return cot_dtype
+
+
 def _grads(op, sample, inputs, cot_dtype=None):
     """Gradients of the (processed) outputs wrt `inputs`, with fixed random cotangents built on CPU (drawn in
-    `cot_dtype` when given, so a float64 reference sees the float32 run's cotangents)."""
+    `cot_dtype` when given, so a float64 reference sees the float32 run's cotangents).
+
+    Floating-point and complex outputs are differentiated, as PyTorch's gradcheck does: a complex output gets a
+    complex cotangent (torch.randn of a complex dtype: real and imaginary parts of variance 1/2), so
+    autograd's vector-Jacobian product covers both the real and the imaginary part of that output. None when no
+    output is differentiable (the harness then reports grad n/a)."""
     import torch
 
     out = op.gradcheck_wrapper(op.get_op(), sample.input, *sample.args, **sample.kwargs)
     out = sample.output_process_fn_grad(out)
-    outs = [o for o in _flatten(out, []) if o.requires_grad and o.is_floating_point()]
+    outs = [o for o in _flatten(out, []) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
     if not outs:
         return None
     gen = torch.Generator().manual_seed(1234)
-    cots = [torch.randn(o.shape, generator=gen, dtype=cot_dtype or o.dtype).to(o.device, o.dtype) for o in outs]
+    cots = [torch.randn(o.shape, generator=gen, dtype=_cotangent_dtype(o, cot_dtype)).to(o.device, o.dtype)
+            for o in outs]
     return torch.autograd.grad(outs, inputs, cots, allow_unused=True)
 
 
@@ -528,7 +573,7 @@ def run_job(ops, key, dtype_name, grad, max_samples, emit):
                        f"{layout.group(1) if layout else 'layout'} tensors not supported")
             break
         kind = ("undefined" if key in UNDEFINED_VALUE_OPS else
-                "random" if key in RANDOM_OPS else
+                "random" if key in RANDOM_OPS and not _draws_no_random(op, sample) else
                 "undefined" if RANDOM_SAMPLES.get(key, lambda s: False)(sample) else "values")
         # CPU reference first; samples CPU rejects are skipped (they test errors, not values).
         torch.manual_seed(i)
@@ -839,8 +884,11 @@ def write_docs(path, records, dtypes, meta):
          + (f" (at most {meta['max_samples']} per op, spread evenly)" if meta.get("max_samples") else "")
          + " ran on tpu and on CPU and the results were compared (`torch.testing.assert_close`; tolerances per "
          "dtype in `tests/opinfo/harness.py`). The CPU fallback was off, so a pass ran natively. float32 rows also "
-         "compare the gradient of every differentiable input with CPU autograd.", "",
-         "Random ops compare shape, dtype and distribution statistics; ops with undefined values (`empty*`) "
+         "compare the gradient of every differentiable input with CPU autograd, for fixed random cotangents of every "
+         "floating-point or complex output (complex outputs get complex cotangents, as in PyTorch's gradcheck).", "",
+         "Random ops compare shape, dtype and distribution statistics (their samples that draw no random number "
+         "-- dropout and rrelu outside training, fractional max pooling given `_random_samples` -- compare values "
+         "and gradients); ops with undefined values (`empty*`) "
          "compare shape and dtype; indices that ties leave implementation-defined (sort, topk, mode, ...) are "
          "checked by the values they point at; `unique(sorted=False)` is compared as a set; singular vectors (`svd`, "
          "`linalg.svd`), defined up to sign, through the OpInfo's gauge-invariant view (|U|, S, |Vh|, U Vh). float16/bfloat16: where CPU "
