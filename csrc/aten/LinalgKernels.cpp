@@ -1,7 +1,7 @@
 // Linear algebra: LU with partial pivoting and what is built on it (lu_factor,
 // lu_solve, solve, inv, det, slogdet, lu, lu_unpack), triangular solves,
 // Cholesky (+ solve, inverse), and addr (beta * self + alpha * outer(vec1,
-// vec2), one rounding at the end as on CPU). float32/float64 only, as CPU;
+// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve and inv also complex;
 // check_errors=True reads the info tensor from the device (a sync).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -79,6 +79,13 @@ void checkFloat(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, op,
               ": Expected a floating point tensor as input. Got ", t.scalar_type());
 }
+// LU and the solves built on it also take complex64/complex128 (pivoting on |re| + |im| as LAPACK, conjugate
+// transposes for adjoint solves); the rest of this file is real only.
+void checkFloatOrComplex(const at::Tensor& t, const char* op) {
+  c10::ScalarType s = t.scalar_type();
+  TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble, op,
+              ": Expected a floating point or complex tensor as input. Got ", s);
+}
 void checkSquare(const at::Tensor& a, const char* op) {
   TORCH_CHECK(a.dim() >= 2, op, ": The input tensor A must have at least 2 dimensions.");
   TORCH_CHECK(a.size(-1) == a.size(-2), op, ": A must be batches of square matrices, but they are ", a.size(-2),
@@ -104,7 +111,7 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&> luFactorExOut(const at::Tensor
                                                                at::Tensor& lu, at::Tensor& pivots, at::Tensor& info) {
   TORCH_CHECK(a.dim() >= 2, "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: ", a.sizes(),
               " instead");
-  checkFloat(a, "linalg.lu_factor");
+  checkFloatOrComplex(a, "linalg.lu_factor");
   TORCH_CHECK(pivot, "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
   int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
   auto batch = batchOf(a);
@@ -131,10 +138,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> luFactorEx(const at::Tensor& a, b
   return {lu, piv, info};
 }
 
-// X with A X = B (adjoint: A^T X = B), or X A = B (left = false), from A's LU.
+// X with A X = B (adjoint: A^H X = B), or X A = B (left = false), from A's LU.
 at::Tensor& luSolveOut(const at::Tensor& lu, const at::Tensor& pivots, const at::Tensor& bIn, bool left, bool adjoint,
                        at::Tensor& result) {
-  checkFloat(lu, "linalg.lu_solve");
+  checkFloatOrComplex(lu, "linalg.lu_solve");
   checkSquare(lu, "linalg.lu_solve");
   TORCH_CHECK(bIn.dim() >= 2, "linalg.lu_solve: Expected B to have at least 2 dimensions, but it has ", bIn.dim(),
               " dimensions instead");
@@ -143,8 +150,9 @@ at::Tensor& luSolveOut(const at::Tensor& lu, const at::Tensor& pivots, const at:
   int64_t n = lu.size(-1);
   TORCH_CHECK(left ? bIn.size(-2) == n : bIn.size(-1) == n, "linalg.lu_solve: Incompatible shapes of A and B for "
               "the equation ", left ? "AX = B" : "XA = B", " (", n, "x", n, " and ", bIn.size(-2), "x", bIn.size(-1), ")");
-  // X A = B  <=>  A^T X^T = B^T.
-  at::Tensor rhs = left ? bIn : bIn.mT();
+  // X A = B  <=>  A^H X^H = B^H (A^T X^T = B^T for real values). The kernel reads plain values: the conj view
+  // is resolved here (this call is below the dispatcher's Conjugate fallback).
+  at::Tensor rhs = left ? bIn : bIn.mH().resolve_conj();
   bool adj = left ? adjoint : !adjoint;
   auto batch = at::infer_size(batchOf(lu), batchOf(rhs));
   at::Tensor luB = lu.expand(with(batch, {n, n})), pivB = pivots.expand(with(batch, {n}));
@@ -156,7 +164,7 @@ at::Tensor& luSolveOut(const at::Tensor& lu, const at::Tensor& pivots, const at:
       return ValueList{lowering::luSolve(b, in[0], perm, in[2], adj)};
     });
   }
-  at::Tensor r = left ? x : x.mT();
+  at::Tensor r = left ? x : x.mH();  // copy_ resolves the conj view
   out(result, r.sizes());
   result.copy_(r);
   return result;
@@ -174,7 +182,7 @@ bool vectorRhs(const at::Tensor& a, const at::Tensor& b) {
 std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> solveExOut(
     const at::Tensor& a, const at::Tensor& bIn, bool left, bool checkErrors, at::Tensor& result, at::Tensor& lu,
     at::Tensor& pivots, at::Tensor& info) {
-  checkFloat(a, "linalg.solve");
+  checkFloatOrComplex(a, "linalg.solve");
   checkSquare(a, "linalg.solve");
   TORCH_CHECK(a.scalar_type() == bIn.scalar_type(), "linalg.solve: Expected A and B to have the same dtype, but found "
               "A of type ", a.scalar_type(), " and B of type ", bIn.scalar_type(), " instead");
@@ -199,7 +207,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> solveEx(const at::Ten
 
 std::tuple<at::Tensor&, at::Tensor&> invExOut(const at::Tensor& a, bool checkErrors, at::Tensor& inverse,
                                              at::Tensor& info) {
-  checkFloat(a, "linalg.inv");
+  checkFloatOrComplex(a, "linalg.inv");
   checkSquare(a, "linalg.inv");
   at::Tensor eye = at::eye(a.size(-1), a.options()).expand(a.sizes());
   at::Tensor lu = at::empty({0}, a.options()), piv = at::empty({0}, a.options().dtype(at::kInt));

@@ -39,8 +39,16 @@ Value pick(Builder& b, Value x, Value mask, int64_t dim) {
   return sumOver(b, b.select(mask, x, b.scalarLike(x, 0)), dim);
 }
 
-std::string transposeAttr(bool t) {
-  return std::string("#stablehlo<transpose ") + (t ? "TRANSPOSE" : "NO_TRANSPOSE") + ">";
+// |x|, or |re| + |im| for complex x (BLAS's cabs1, what icamax / izamax maximise).
+Value pivotMagnitude(Builder& b, Value x) {
+  if (!hlo::isComplex(x.dtype())) return b.unary("abs", x);
+  return b.add(b.unary("abs", b.realPart(x)), b.unary("abs", b.imagPart(x)));
+}
+
+// op(A) in triangular_solve: the transpose of a real matrix, the conjugate transpose (adjoint) of a complex one.
+std::string transposeAttr(bool t, DType dtype) {
+  const char* kind = !t ? "NO_TRANSPOSE" : hlo::isComplex(dtype) ? "ADJOINT" : "TRANSPOSE";
+  return std::string("#stablehlo<transpose ") + kind + ">";
 }
 
 }  // namespace
@@ -67,9 +75,11 @@ LUResult luFactor(Builder& b, Value a) {
         Value rowI = r.iota(it, R - 2), colI = r.iota(it, R - 1);
         Value row1 = r.iota(hlo::Type{DType::S64, rows}, R - 2);
         Value jM = r.broadcast(j, s), jR = r.broadcast(j, rows);
-        // Pivot: the largest |A[i, j]| among rows i >= j (the first of equal ones).
+        // Pivot: the largest |A[i, j]| among rows i >= j (the first of equal ones); for complex values
+        // |re| + |im|, the magnitude LAPACK's i?amax compares, so the pivots are CPU's.
         Value colJ = pick(r, A, r.compare(Cmp::EQ, colI, jM), R - 1);
-        Value cand = r.select(r.compare(Cmp::LT, row1, jR), r.scalarLike(colJ, -1), r.unary("abs", colJ));
+        Value mag = pivotMagnitude(r, colJ);
+        Value cand = r.select(r.compare(Cmp::LT, row1, jR), r.scalarLike(mag, -1), mag);
         Value p = argReduce(r, true, cand, R - 2).second;  // S64 [batch]
         Value pM = bcastN(r, p, s, R - 2, R - 2), pR = bcastN(r, p, rows, R - 2, R - 2);
         Value isJ = r.compare(Cmp::EQ, rowI, jM), isP = r.compare(Cmp::EQ, rowI, pM);
@@ -125,7 +135,7 @@ Value permFromPivots(Builder& b, Value pivots, int64_t m) {
 
 Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal) {
   std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
-                      ", transpose_a = " + transposeAttr(transposeA) +
+                      ", transpose_a = " + transposeAttr(transposeA, a.dtype()) +
                       ", unit_diagonal = " + (unitDiagonal ? "true" : "false");
   Value ops[2] = {a, rhs};
   return b.op("stablehlo.triangular_solve", ops, {rhs.type}, attrs)[0];
@@ -141,7 +151,8 @@ Value luSolve(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
     Value y = triangularSolve(b, lu, pb, true, true, false, true);
     return triangularSolve(b, lu, y, true, false, false, false);
   }
-  // A^T = U^T L^T P: solve U^T z = B, L^T w = z, then x = P^T w (x[perm[i]] = w[i]).
+  // A^T = U^T L^T P: solve U^T z = B, L^T w = z, then x = P^T w (x[perm[i]] = w[i]). For complex A the
+  // transposes are conjugate transposes (A^H = U^H L^H P: triangularSolve's ADJOINT), P being real.
   Value z = triangularSolve(b, lu, rhs, true, false, true, false);
   Value w = triangularSolve(b, lu, z, true, true, true, true);
   int64_t m = rs[R - 2];

@@ -18,7 +18,8 @@ struct LUResult {
 LUResult luFactor(Builder& b, Value a);
 // perm (as above) from LAPACK pivots, for m rows.
 Value permFromPivots(Builder& b, Value pivots, int64_t m);
-// Solves A X = B (adjoint: A^T X = B) for square A = P^T L U given as (lu, perm); rhs [..., n, k].
+// Real or complex values (complex: pivots on |re| + |im|, as LAPACK's i?amax).
+// Solves A X = B (adjoint: A^H X = B; A^T X = B for real A) for square A = P^T L U given as (lu, perm); rhs [..., n, k].
 Value luSolve(Builder& b, Value lu, Value perm, Value rhs, bool adjoint);
 // {det, sign, logabsdet} of square A from its LU.
 struct DetResult {
@@ -27,7 +28,7 @@ struct DetResult {
 DetResult luDet(Builder& b, Value lu, Value pivots);
 // P [..., m, m] (A = P L U), L [..., m, k] (unit lower), U [..., k, n] from an LU.
 std::tuple<Value, Value, Value> luUnpack(Builder& b, Value lu, Value perm);
-// op(A) X = B (left) or X op(A) = B: A triangular [..., n, n].
+// op(A) X = B (left) or X op(A) = B: A triangular [..., n, n]; op(A) = A^T (transposeA) for real A, A^H for complex.
 Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal);
 // Lower (or upper) Cholesky factor; {factor, info (S32: 0 or the 1-based order of the first non-positive minor)}.
 std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper);
