@@ -144,7 +144,7 @@ def run_grad(fn, a, device, dtype, cots):
     x = a.detach().to(device=device, dtype=dtype, copy=True).requires_grad_(True)
     outs = fn(x)
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
-    cs = [c.to(device=device, dtype=torch.promote_types(o.dtype, dtype)) for o, c in zip(outs, cots)]
+    cs = [c.to(device=device, dtype=o.dtype) for o, c in zip(outs, cots)]
     return outs, torch.autograd.grad(outs, [x], cs)[0]
 
 
@@ -156,15 +156,16 @@ def eig_invariants(a):
 
 
 @pytest.mark.parametrize("fn", [eig_invariants, torch.linalg.eigvals], ids=["eig", "eigvals"])
-@pytest.mark.parametrize("name", ["random5", "conjugate_pairs", "batched"])
+@pytest.mark.parametrize("name", ["random5", "conjugate_pairs", "batched", "complex"])
 def test_eig_grad(mode, fn, name):
-    a = MATRICES[name](gen(4)).double()
+    a = cplx(2, 4, 4, seed=12) if name == "complex" else MATRICES[name](gen(4)).double()
+    lo, hi = (torch.complex64, torch.complex128) if a.is_complex() else (torch.float32, torch.float64)
+    a = a.to(lo).to(hi)  # exactly representable at both precisions
     outs64 = fn(a)
     outs64 = list(outs64) if isinstance(outs64, (tuple, list)) else [outs64]
     cots = [torch.randn(o.shape, dtype=o.dtype, generator=gen(7)) for o in outs64]
     (t_outs, t_g), (c_outs, c_g), (r_outs, r_g) = (run_grad(fn, a, d, dt, cots) for d, dt in
-                                                   [("tpu", torch.float32), ("cpu", torch.float32),
-                                                    ("cpu", torch.float64)])
+                                                   [("tpu", lo), ("cpu", lo), ("cpu", hi)])
     # Same eigenvalue order at both precisions, so the reference is a reference.
     torch.testing.assert_close(c_outs[0].to(torch.complex128), r_outs[0], rtol=1e-4, atol=1e-4)
     assert_same(t_outs[0].detach(), c_outs[0].detach())  # eigenvalues: CPU's; |V|^2 is computed by tpu ops
