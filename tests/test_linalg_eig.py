@@ -1,5 +1,5 @@
-"""torch.linalg.eig / eigvals on tpu (csrc/aten/HostLinalgKernels.cpp) against CPU, and the complex LU / solve /
-inv its gradient needs (csrc/lowering/Linalg.cpp).
+"""torch.linalg.eig / eigvals on tpu (csrc/aten/HostLinalgKernels.cpp) against CPU, and the complex LU, solve, inv,
+det and slogdet on tpu (csrc/lowering/Linalg.cpp; solve is what the eig gradient needs).
 
 The eigendecomposition runs CPU's LAPACK geev on the downloaded input, as CUDA runs MAGMA's geev on the host, so
 values, order and eigenvector normalisation must equal CPU's bit for bit, and errors must be CPU's (type and
@@ -8,6 +8,7 @@ as close to a float64 CPU reference as CPU float32 is (4x CPU's largest error pl
 rule)."""
 import pytest
 import torch
+from conftest import nonfinite_ok
 
 CPU_ERROR_FACTOR = 4
 RTOL = ATOL = 1e-5
@@ -234,7 +235,31 @@ def test_complex_solve_and_inv(mode):
                lambda: torch.linalg.solve(s.to("tpu"), torch.ones(2, 1, dtype=torch.complex64, device="tpu")))
 
 
-def test_complex_det_still_refused(mode):
-    # det / slogdet of complex need a complex sign and log|det|: not built, refused before running.
-    with pytest.raises(RuntimeError, match="linalg.det"):
-        torch.linalg.det(torch.ones(2, 2, dtype=torch.complex64, device="tpu"))
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_complex_det_slogdet(mode, contiguous):
+    a = cplx(2, 4, 4, seed=13)
+    a = a if contiguous else a.mT  # CPU factors a contiguous real A as A^T, a complex A as itself
+    (ca,), (ta,), (ra,) = ref_pair(a)
+    if not contiguous:
+        ca, ta, ra = ca.mT.contiguous().mT, ta.mT.contiguous().mT, ra.mT.contiguous().mT
+    fns = {"det": torch.linalg.det, "sign": lambda x: torch.linalg.slogdet(x)[0],
+           "logabsdet": lambda x: torch.linalg.slogdet(x)[1], "logdet": torch.logdet}
+    for what, f in fns.items():
+        outs = [f(x) for x in (ta, ca, ra)]
+        assert outs[0].dtype == outs[1].dtype  # logabsdet is real, the rest complex
+        assert_as_accurate(*outs, what)
+        grads = []
+        for x in (ta, ca, ra):
+            x = x.detach().clone().requires_grad_(True)
+            y = f(x)
+            cot = torch.randn(y.shape, dtype=torch.complex128 if y.is_complex() else torch.float64, generator=gen(14))
+            grads.append(torch.autograd.grad(y, x, cot.to(device=y.device, dtype=y.dtype))[0])
+        assert_as_accurate(*grads, f"grad of {what}")
+    # Singular: det 0, sign 0, logabsdet -inf, as CPU.
+    s = torch.zeros(3, 3, dtype=torch.complex64)
+    s[0, 0] = 1j
+    with nonfinite_ok():  # log|0| = -inf on purpose
+        ts = torch.linalg.slogdet(s.to("tpu"))
+    for t, c in zip(ts, torch.linalg.slogdet(s)):
+        assert_same(t, c)
+    assert_same(torch.linalg.det(s.to("tpu")), torch.linalg.det(s))

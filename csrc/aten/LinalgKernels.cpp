@@ -1,7 +1,7 @@
 // Linear algebra: LU with partial pivoting and what is built on it (lu_factor,
 // lu_solve, solve, inv, det, slogdet, lu, lu_unpack), triangular solves,
 // Cholesky (+ solve, inverse), and addr (beta * self + alpha * outer(vec1,
-// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve and inv also complex;
+// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve, inv, det, slogdet also complex;
 // check_errors=True reads the info tensor from the device (a sync).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -79,8 +79,8 @@ void checkFloat(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, op,
               ": Expected a floating point tensor as input. Got ", t.scalar_type());
 }
-// LU and the solves built on it also take complex64/complex128 (pivoting on |re| + |im| as LAPACK, conjugate
-// transposes for adjoint solves); the rest of this file is real only.
+// LU and what is built on it (solves, inv, det, slogdet) also take complex64/complex128 (pivoting on |re| + |im|
+// as LAPACK, conjugate transposes for adjoint solves); the rest of this file is real only.
 void checkFloatOrComplex(const at::Tensor& t, const char* op) {
   c10::ScalarType s = t.scalar_type();
   TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble, op,
@@ -229,11 +229,13 @@ std::tuple<at::Tensor, at::Tensor> invEx(const at::Tensor& a, bool checkErrors) 
 enum class DetKind { Det, SlogDet };
 void runDet(DetKind kind, const at::Tensor& a, at::Tensor& lu, at::Tensor& pivots, at::Tensor& first,
             at::Tensor* second) {
-  checkFloat(a, kind == DetKind::Det ? "linalg.det" : "linalg.slogdet");
+  checkFloatOrComplex(a, kind == DetKind::Det ? "linalg.det" : "linalg.slogdet");
   checkSquare(a, kind == DetKind::Det ? "linalg.det" : "linalg.slogdet");
   at::Tensor info = at::empty({0}, a.options().dtype(at::kInt));
-  // As CPU: a contiguous A is factored as A^T (same determinant); the backward relies on it.
-  luFactorExOut(a.is_contiguous() ? a.mT() : a, true, false, lu, pivots, info);
+  // As CPU: a contiguous real A is factored as A^T (same determinant), a complex one as itself; the backward
+  // relies on it (linalg_det_backward solves with the LU as A^T only for contiguous real A).
+  bool useTranspose = a.is_contiguous() && !a.is_complex();
+  luFactorExOut(useTranspose ? a.mT() : a, true, false, lu, pivots, info);
   auto batch = batchOf(a);
   out(first, batch);
   if (second) out(*second, batch);
@@ -269,7 +271,8 @@ std::tuple<at::Tensor&, at::Tensor&, at::Tensor&, at::Tensor&> slogdetOut(const 
   return {sign, logabs, lu, pivots};
 }
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> slogdet(const at::Tensor& a) {
-  at::Tensor s = at::empty({0}, a.options()), l = at::empty({0}, a.options()), lu = at::empty({0}, a.options()),
+  at::Tensor s = at::empty({0}, a.options()), l = at::empty({0}, a.options().dtype(c10::toRealValueType(a.scalar_type()))),
+             lu = at::empty({0}, a.options()),
              piv = at::empty({0}, a.options().dtype(at::kInt));
   slogdetOut(a, s, l, lu, piv);
   return {s, l, lu, piv};

@@ -173,12 +173,15 @@ DetResult luDet(Builder& b, Value lu, Value pivots) {
   Value diag = pick(b, lu, diagMask, R - 1);  // [batch, n]
   // Sign of the permutation: (-1)^(number of real swaps).
   Value pivI = b.iota(hlo::Type{DType::S32, pivots.shape()}, R - 2);
+  // Counted in the real type (floor has no complex form); complex: sign = psign * prod(d / |d|) (stablehlo.sign
+  // of a complex value is z / |z|, 0 at 0) and logabsdet = sum(log |d|) is real, as CPU returns them.
+  DType real = hlo::isComplex(lu.dtype()) ? hlo::componentType(lu.dtype()) : lu.dtype();
   Value swapped = b.convert(b.compare(Cmp::NE, pivots, b.add(pivI, b.full(hlo::Type{DType::S32, pivots.shape()}, 1))),
-                            lu.dtype());
+                            real);
   Value nswaps = sumOver(b, swapped, R - 2);
   Value two = b.scalarLike(nswaps, 2);
   Value odd = b.compare(Cmp::NE, b.sub(nswaps, b.mul(two, b.unary("floor", b.div(nswaps, two)))), b.scalarLike(nswaps, 0));
-  Value psign = b.select(odd, b.scalarLike(nswaps, -1), b.scalarLike(nswaps, 1));
+  Value psign = b.convert(b.select(odd, b.scalarLike(nswaps, -1), b.scalarLike(nswaps, 1)), lu.dtype());
   Value one = b.constant(lu.dtype(), 1);
   Value prod = b.reduce({&diag, 1}, {&one, 1}, {R - 2}, [](Builder& rb, std::span<const Value> a) {
     return std::vector<Value>{rb.mul(a[0], a[1])};
