@@ -263,3 +263,24 @@ def test_complex_det_slogdet(mode, contiguous):
     for t, c in zip(ts, torch.linalg.slogdet(s)):
         assert_same(t, c)
     assert_same(torch.linalg.det(s.to("tpu")), torch.linalg.det(s))
+
+
+@pytest.mark.parametrize("upper", [True, False])
+@pytest.mark.parametrize("left", [True, False])
+def test_complex_solve_triangular(mode, upper, left):
+    a = cplx(2, 4, 4, seed=15) + 4 * torch.eye(4)
+    a = a.triu() if upper else a.tril()
+    b = cplx(2, 4, 3, seed=16) if left else cplx(2, 3, 4, seed=16)
+    (ca, cb), (ta, tb), (ra, rb) = ref_pair(a, b)
+    for unit in [False, True]:
+        outs = [torch.linalg.solve_triangular(x, y, upper=upper, left=left, unitriangular=unit)
+                for x, y in [(ta, tb), (ca, cb), (ra, rb)]]
+        assert_as_accurate(*outs, f"solve_triangular unit={unit}")
+    outs = [torch.linalg.solve_triangular(x.mH, y, upper=not upper, left=left) for x, y in [(ta, tb), (ca, cb), (ra, rb)]]
+    assert_as_accurate(*outs, "conjugate-transposed view")
+    if left:
+        # torch.triangular_solve's transpose is the plain transpose for complex values too.
+        for transpose in [False, True]:
+            outs = [torch.triangular_solve(y, x, upper=upper, transpose=transpose).solution
+                    for x, y in [(ta, tb), (ca, cb), (ra, rb)]]
+            assert_as_accurate(*outs, f"triangular_solve transpose={transpose}")

@@ -1,7 +1,7 @@
 // Linear algebra: LU with partial pivoting and what is built on it (lu_factor,
 // lu_solve, solve, inv, det, slogdet, lu, lu_unpack), triangular solves,
 // Cholesky (+ solve, inverse), and addr (beta * self + alpha * outer(vec1,
-// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve, inv, det, slogdet also complex;
+// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve, inv, det, slogdet, triangular solves also complex;
 // check_errors=True reads the info tensor from the device (a sync).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -79,8 +79,9 @@ void checkFloat(const at::Tensor& t, const char* op) {
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, op,
               ": Expected a floating point tensor as input. Got ", t.scalar_type());
 }
-// LU and what is built on it (solves, inv, det, slogdet) also take complex64/complex128 (pivoting on |re| + |im|
-// as LAPACK, conjugate transposes for adjoint solves); the rest of this file is real only.
+// LU and what is built on it (solves, inv, det, slogdet) and the triangular solves also take complex64/complex128
+// (pivoting on |re| + |im| as LAPACK, conjugate transposes for adjoint LU solves, triangular_solve's transpose the
+// plain one as CPU's); Cholesky (+ solve, inverse) is real only.
 void checkFloatOrComplex(const at::Tensor& t, const char* op) {
   c10::ScalarType s = t.scalar_type();
   TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble, op,
@@ -350,14 +351,16 @@ at::Tensor triSolve(const at::Tensor& a, const at::Tensor& bIn, bool left, bool 
 
 at::Tensor& solveTriangularOut(const at::Tensor& a, const at::Tensor& bIn, bool upper, bool left, bool unit,
                                at::Tensor& result) {
-  checkFloat(a, "linalg.solve_triangular");
+  checkFloatOrComplex(a, "linalg.solve_triangular");
   checkSquare(a, "linalg.solve_triangular");
   TORCH_CHECK(bIn.dim() >= 2, "linalg.solve_triangular: The input tensor B must have at least 2 dimensions.");
   TORCH_CHECK(a.scalar_type() == bIn.scalar_type(), "linalg.solve_triangular: Expected A and B to have the same "
               "dtype, but found A of type ", a.scalar_type(), " and B of type ", bIn.scalar_type(), " instead");
   TORCH_CHECK(left ? bIn.size(-2) == a.size(-1) : bIn.size(-1) == a.size(-1), "linalg.solve_triangular: Incompatible "
               "shapes of A and B for the equation ", left ? "AX = B" : "XA = B");
-  at::Tensor x = triSolve(a, bIn, left, upper, false, unit);
+  // PyTorch lets linalg_solve_triangular through its Conjugate and Negative fallbacks (BLAS kernels take conj
+  // operands): the kernel reads plain values, so a conj / neg view (A.mH) is resolved here.
+  at::Tensor x = triSolve(a.resolve_conj().resolve_neg(), bIn.resolve_conj().resolve_neg(), left, upper, false, unit);
   out(result, x.sizes());
   result.copy_(x);
   return result;
@@ -369,7 +372,7 @@ at::Tensor solveTriangular(const at::Tensor& a, const at::Tensor& b, bool upper,
 
 std::tuple<at::Tensor&, at::Tensor&> triangularSolveOut(const at::Tensor& self, const at::Tensor& a, bool upper,
                                                        bool transpose, bool unit, at::Tensor& x, at::Tensor& m) {
-  checkFloat(a, "triangular_solve");
+  checkFloatOrComplex(a, "triangular_solve");
   TORCH_CHECK(self.dim() >= 2 && a.dim() >= 2, "torch.triangular_solve: Expected b to have at least 2 dimensions, "
               "but it has ", self.dim(), " dimensions instead");
   at::Tensor r = triSolve(a, self, true, upper, transpose, unit);

@@ -45,10 +45,13 @@ Value pivotMagnitude(Builder& b, Value x) {
   return b.add(b.unary("abs", b.realPart(x)), b.unary("abs", b.imagPart(x)));
 }
 
-// op(A) in triangular_solve: the transpose of a real matrix, the conjugate transpose (adjoint) of a complex one.
-std::string transposeAttr(bool t, DType dtype) {
-  const char* kind = !t ? "NO_TRANSPOSE" : hlo::isComplex(dtype) ? "ADJOINT" : "TRANSPOSE";
-  return std::string("#stablehlo<transpose ") + kind + ">";
+// stablehlo.triangular_solve with op(A) = A, A^T ("TRANSPOSE") or A^H ("ADJOINT"; the same as A^T for real A).
+Value triSolveOp(Builder& b, Value a, Value rhs, bool left, bool lower, const char* op, bool unitDiagonal) {
+  std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
+                      ", transpose_a = #stablehlo<transpose " + op + ">" +
+                      ", unit_diagonal = " + (unitDiagonal ? "true" : "false");
+  Value ops[2] = {a, rhs};
+  return b.op("stablehlo.triangular_solve", ops, {rhs.type}, attrs)[0];
 }
 
 }  // namespace
@@ -134,11 +137,7 @@ Value permFromPivots(Builder& b, Value pivots, int64_t m) {
 }
 
 Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal) {
-  std::string attrs = std::string("left_side = ") + (left ? "true" : "false") + ", lower = " + (lower ? "true" : "false") +
-                      ", transpose_a = " + transposeAttr(transposeA, a.dtype()) +
-                      ", unit_diagonal = " + (unitDiagonal ? "true" : "false");
-  Value ops[2] = {a, rhs};
-  return b.op("stablehlo.triangular_solve", ops, {rhs.type}, attrs)[0];
+  return triSolveOp(b, a, rhs, left, lower, transposeA ? "TRANSPOSE" : "NO_TRANSPOSE", unitDiagonal);
 }
 
 Value luSolve(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
@@ -148,13 +147,14 @@ Value luSolve(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
     // P B: row i is B's row perm[i].
     Value idx = bcastN(b, perm, rs, R - 2, R - 2);
     Value pb = gatherDim(b, rhs, idx, R - 2);
-    Value y = triangularSolve(b, lu, pb, true, true, false, true);
-    return triangularSolve(b, lu, y, true, false, false, false);
+    Value y = triSolveOp(b, lu, pb, true, true, "NO_TRANSPOSE", true);
+    return triSolveOp(b, lu, y, true, false, "NO_TRANSPOSE", false);
   }
   // A^T = U^T L^T P: solve U^T z = B, L^T w = z, then x = P^T w (x[perm[i]] = w[i]). For complex A the
-  // transposes are conjugate transposes (A^H = U^H L^H P: triangularSolve's ADJOINT), P being real.
-  Value z = triangularSolve(b, lu, rhs, true, false, true, false);
-  Value w = triangularSolve(b, lu, z, true, true, true, true);
+  // transposes are conjugate transposes (A^H = U^H L^H P: triangular_solve's ADJOINT), P being real.
+  const char* adj = hlo::isComplex(lu.dtype()) ? "ADJOINT" : "TRANSPOSE";
+  Value z = triSolveOp(b, lu, rhs, true, false, adj, false);
+  Value w = triSolveOp(b, lu, z, true, true, adj, true);
   int64_t m = rs[R - 2];
   hlo::Shape ps(rs.begin(), rs.end() - 2);
   ps.push_back(m);

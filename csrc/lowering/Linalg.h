@@ -28,7 +28,8 @@ struct DetResult {
 DetResult luDet(Builder& b, Value lu, Value pivots);
 // P [..., m, m] (A = P L U), L [..., m, k] (unit lower), U [..., k, n] from an LU.
 std::tuple<Value, Value, Value> luUnpack(Builder& b, Value lu, Value perm);
-// op(A) X = B (left) or X op(A) = B: A triangular [..., n, n]; op(A) = A^T (transposeA) for real A, A^H for complex.
+// op(A) X = B (left) or X op(A) = B: A triangular [..., n, n], op(A) = A^T when transposeA (the plain transpose,
+// complex values too, as torch.triangular_solve's transpose).
 Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal);
 // Lower (or upper) Cholesky factor; {factor, info (S32: 0 or the 1-based order of the first non-positive minor)}.
 std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper);
