@@ -284,3 +284,33 @@ def test_complex_solve_triangular(mode, upper, left):
             outs = [torch.triangular_solve(y, x, upper=upper, transpose=transpose).solution
                     for x, y in [(ta, tb), (ca, cb), (ra, rb)]]
             assert_as_accurate(*outs, f"triangular_solve transpose={transpose}")
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_complex_cholesky(mode, upper):
+    m = cplx(2, 4, 4, seed=17)
+    a = m @ m.mH + 4 * torch.eye(4)  # Hermitian positive definite
+    b = cplx(2, 4, 3, seed=18)
+    (ca, cb), (ta, tb), (ra, rb) = ref_pair(a, b)
+    ca, ta, ra = ((x + x.mH) / 2 for x in (ca, ta, ra))  # exactly Hermitian after rounding
+    fs = [torch.linalg.cholesky(x, upper=upper) for x in (ta, ca, ra)]
+    assert_as_accurate(*fs, "factor")
+    assert_as_accurate(*[torch.cholesky_solve(y, f, upper=upper) for y, f in zip((tb, cb, rb), fs)], "cholesky_solve")
+    assert_as_accurate(*[torch.cholesky_inverse(f, upper=upper) for f in fs], "cholesky_inverse")
+    grads = []
+    for x in (ta, ca, ra):
+        x = x.detach().clone().requires_grad_(True)
+        y = torch.linalg.cholesky(x, upper=upper)
+        cot = torch.randn(y.shape, dtype=torch.complex128, generator=gen(19)).to(device=y.device, dtype=y.dtype)
+        grads.append(torch.autograd.grad(y, x, cot)[0])
+    assert_as_accurate(*grads, "grad of the factor")
+    # Not positive definite: info is nonzero and check_errors raises CPU's LinAlgError. (CPU's info is the order of
+    # the first failing minor, 2 here; XLA's cholesky leaves only NaNs, so tpu reports 1, for real inputs too.)
+    bad = torch.eye(3, dtype=torch.complex64)
+    bad[1, 1] = -1
+    with nonfinite_ok():
+        info = torch.linalg.cholesky_ex(bad.to("tpu"), upper=upper).info
+    assert info.device.type == "tpu" and int(info) > 0 and int(torch.linalg.cholesky_ex(bad).info) > 0
+    with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
+        with nonfinite_ok():
+            torch.linalg.cholesky(bad.to("tpu"), upper=upper)

@@ -1,7 +1,7 @@
 // Linear algebra: LU with partial pivoting and what is built on it (lu_factor,
 // lu_solve, solve, inv, det, slogdet, lu, lu_unpack), triangular solves,
 // Cholesky (+ solve, inverse), and addr (beta * self + alpha * outer(vec1,
-// vec2), one rounding at the end as on CPU). float32/float64; LU, lu_solve, solve, inv, det, slogdet, triangular solves also complex;
+// vec2), one rounding at the end as on CPU). float32/float64/complex64/complex128 (addr: every dtype);
 // check_errors=True reads the info tensor from the device (a sync).
 #include <ATen/ATen.h>
 #include <ATen/ExpandUtils.h>
@@ -75,13 +75,9 @@ at::Tensor& addr_(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, 
 
 // ---- shared checks -------------------------------------------------------------
 
-void checkFloat(const at::Tensor& t, const char* op) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble, op,
-              ": Expected a floating point tensor as input. Got ", t.scalar_type());
-}
-// LU and what is built on it (solves, inv, det, slogdet) and the triangular solves also take complex64/complex128
-// (pivoting on |re| + |im| as LAPACK, conjugate transposes for adjoint LU solves, triangular_solve's transpose the
-// plain one as CPU's); Cholesky (+ solve, inverse) is real only.
+// LU and what is built on it (solves, inv, det, slogdet), the triangular solves and Cholesky (+ solve, inverse) also
+// take complex64/complex128 (pivoting on |re| + |im| as LAPACK, conjugate transposes for adjoint LU solves and
+// Hermitian factors, triangular_solve's transpose the plain one as CPU's).
 void checkFloatOrComplex(const at::Tensor& t, const char* op) {
   c10::ScalarType s = t.scalar_type();
   TORCH_CHECK(s == at::kFloat || s == at::kDouble || s == at::kComplexFloat || s == at::kComplexDouble, op,
@@ -335,16 +331,18 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> linalgLu(const at::Tensor& a, boo
 
 // ---- triangular solves and Cholesky ----------------------------------------------------
 
-// op(A) X = B (left) or X op(A) = B with A's batch broadcast against B's.
-at::Tensor triSolve(const at::Tensor& a, const at::Tensor& bIn, bool left, bool upper, bool transpose, bool unit) {
+// op(A) X = B (left) or X op(A) = B with A's batch broadcast against B's; op(A) = A^T (transpose), or A^H when
+// also `conjugate`.
+at::Tensor triSolve(const at::Tensor& a, const at::Tensor& bIn, bool left, bool upper, bool transpose, bool unit,
+                    bool conjugate = false) {
   auto batch = at::infer_size(batchOf(a), batchOf(bIn));
   at::Tensor aB = a.expand(with(batch, {a.size(-2), a.size(-1)}));
   at::Tensor bB = bIn.expand(with(batch, {bIn.size(-2), bIn.size(-1)}));
   at::Tensor x = at::empty(bB.sizes(), bIn.options());
   if (x.numel() == 0) return x;
-  TPU_OP("aten::triangular_solve").in(aB).in(bB).attr(left).attr(upper).attr(transpose).attr(unit).out(x).run(
-      [&](hlo::Builder& b, Values in, Values) {
-        return ValueList{lowering::triangularSolve(b, in[0], in[1], left, !upper, transpose, unit)};
+  TPU_OP("aten::triangular_solve").in(aB).in(bB).attr(left).attr(upper).attr(transpose).attr(unit).attr(conjugate)
+      .out(x).run([&](hlo::Builder& b, Values in, Values) {
+        return ValueList{lowering::triangularSolve(b, in[0], in[1], left, !upper, transpose, unit, conjugate)};
       });
   return x;
 }
@@ -392,7 +390,7 @@ std::tuple<at::Tensor, at::Tensor> triangularSolveFn(const at::Tensor& self, con
 
 std::tuple<at::Tensor&, at::Tensor&> choleskyExOut(const at::Tensor& a, bool upper, bool checkErrors, at::Tensor& L,
                                                   at::Tensor& info) {
-  checkFloat(a, "linalg.cholesky");
+  checkFloatOrComplex(a, "linalg.cholesky");
   checkSquare(a, "linalg.cholesky");
   out(L, a.sizes());
   out(info, batchOf(a));
@@ -425,15 +423,14 @@ at::Tensor cholesky(const at::Tensor& a, bool upper) {
 
 // X with A X = B where A = L L^T (or U^T U).
 at::Tensor choleskySolveHelper(const at::Tensor& self, const at::Tensor& factor, bool upper) {
-  // upper: A = U^T U: solve U^T y = B, U x = y. lower: L y = B, L^T x = y. (Real only: a complex
-  // factorisation needs the conjugate transpose.)
-  checkFloat(factor, "cholesky_solve");
-  checkFloat(self, "cholesky_solve");
-  at::Tensor y = triSolve(factor, self, true, upper, /*transpose=*/upper, false);
-  return triSolve(factor, y, true, upper, /*transpose=*/!upper, false);
+  // upper: A = U^H U: solve U^H y = B, U x = y. lower: L y = B, L^H x = y (^H = ^T for real values).
+  checkFloatOrComplex(factor, "cholesky_solve");
+  checkFloatOrComplex(self, "cholesky_solve");
+  at::Tensor y = triSolve(factor, self, true, upper, /*transpose=*/upper, false, /*conjugate=*/true);
+  return triSolve(factor, y, true, upper, /*transpose=*/!upper, false, /*conjugate=*/true);
 }
 at::Tensor& choleskyInverseOut(const at::Tensor& factor, bool upper, at::Tensor& result) {
-  checkFloat(factor, "cholesky_inverse");
+  checkFloatOrComplex(factor, "cholesky_inverse");
   checkSquare(factor, "cholesky_inverse");
   at::Tensor eye = at::eye(factor.size(-1), factor.options()).expand(factor.sizes());
   at::Tensor r = choleskySolveHelper(eye, factor, upper);

@@ -136,8 +136,10 @@ Value permFromPivots(Builder& b, Value pivots, int64_t m) {
   return perm;
 }
 
-Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal) {
-  return triSolveOp(b, a, rhs, left, lower, transposeA ? "TRANSPOSE" : "NO_TRANSPOSE", unitDiagonal);
+Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal,
+                      bool conjugate) {
+  const char* op = !transposeA ? "NO_TRANSPOSE" : conjugate && hlo::isComplex(a.dtype()) ? "ADJOINT" : "TRANSPOSE";
+  return triSolveOp(b, a, rhs, left, lower, op, unitDiagonal);
 }
 
 Value luSolve(Builder& b, Value lu, Value perm, Value rhs, bool adjoint) {
@@ -225,7 +227,8 @@ std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper) {
   hlo::Type it{DType::S64, a.shape()};
   Value r = b.iota(it, R - 2), c = b.iota(it, R - 1);
   l = b.select(b.compare(Cmp::GE, r, c), l, b.scalarLike(l, 0));
-  Value diag = pick(b, l, b.compare(Cmp::EQ, r, c), R - 1);  // [batch, n]
+  // A complex (Hermitian) factor has a real diagonal: its real part decides.
+  Value diag = b.realPart(pick(b, l, b.compare(Cmp::EQ, r, c), R - 1));  // [batch, n]
   // info: the first diagonal entry that is not positive (NaN included), 1-based; 0 when all are.
   Value bad = b.unary("not", b.compare(Cmp::GT, diag, b.scalarLike(diag, 0)));
   hlo::Type dt{DType::S32, diag.shape()};
@@ -240,7 +243,8 @@ std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper) {
   if (upper) {
     std::vector<int64_t> perm = upto(R);
     std::swap(perm[R - 1], perm[R - 2]);
-    l = b.transpose(l, perm);
+    l = b.transpose(l, perm);  // U = L^H: conjugated below for complex values
+    if (hlo::isComplex(l.dtype())) l = b.complex(b.realPart(l), b.unary("negate", b.imagPart(l)));
   }
   return {l, info};
 }

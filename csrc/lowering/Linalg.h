@@ -30,8 +30,11 @@ DetResult luDet(Builder& b, Value lu, Value pivots);
 std::tuple<Value, Value, Value> luUnpack(Builder& b, Value lu, Value perm);
 // op(A) X = B (left) or X op(A) = B: A triangular [..., n, n], op(A) = A^T when transposeA (the plain transpose,
 // complex values too, as torch.triangular_solve's transpose).
-Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal);
-// Lower (or upper) Cholesky factor; {factor, info (S32: 0 or the 1-based order of the first non-positive minor)}.
+// conjugate: op(A) = A^H for complex A (the adjoint; A^T for real A).
+Value triangularSolve(Builder& b, Value a, Value rhs, bool left, bool lower, bool transposeA, bool unitDiagonal,
+                      bool conjugate = false);
+// Lower (or upper: L^H) Cholesky factor of a real symmetric or complex Hermitian A (its lower triangle is read);
+// {factor, info (S32: 0 or the 1-based order of the first non-positive minor)}.
 std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper);
 
 }  // namespace tpu::lowering
