@@ -304,13 +304,24 @@ def test_complex_cholesky(mode, upper):
         cot = torch.randn(y.shape, dtype=torch.complex128, generator=gen(19)).to(device=y.device, dtype=y.dtype)
         grads.append(torch.autograd.grad(y, x, cot)[0])
     assert_as_accurate(*grads, "grad of the factor")
-    # Not positive definite: info is nonzero and check_errors raises CPU's LinAlgError. (CPU's info is the order of
-    # the first failing minor, 2 here; XLA's cholesky leaves only NaNs, so tpu reports 1, for real inputs too.)
     bad = torch.eye(3, dtype=torch.complex64)
     bad[1, 1] = -1
-    with nonfinite_ok():
-        info = torch.linalg.cholesky_ex(bad.to("tpu"), upper=upper).info
-    assert info.device.type == "tpu" and int(info) > 0 and int(torch.linalg.cholesky_ex(bad).info) > 0
     with pytest.raises(torch.linalg.LinAlgError, match="not positive-definite"):
         with nonfinite_ok():
             torch.linalg.cholesky(bad.to("tpu"), upper=upper)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_info_names_the_failing_minor(mode, dtype, upper):
+    # LAPACK's info is the order of the first leading minor that is not positive definite (XLA's cholesky leaves
+    # only NaNs; Linalg.cpp's firstFailingMinor finds it). A batch with a good element and failures at 1, 4, 5.
+    m = torch.randn(4, 5, 5, generator=gen(20)).to(dtype)
+    a = m @ m.mH + 0.1 * torch.eye(5, dtype=dtype)
+    a[1, 3, 3], a[2, 0, 0], a[3, 4, 4] = -50, 0, -100
+    with nonfinite_ok():
+        info = torch.linalg.cholesky_ex(a.to("tpu"), upper=upper).info
+    assert_same(info, torch.linalg.cholesky_ex(a, upper=upper).info)
+    assert torch.linalg.cholesky_ex(a, upper=upper).info.tolist() == [0, 4, 1, 5]
+    with nonfinite_ok():  # the failed elements' factors are NaN
+        same_error(lambda: torch.linalg.cholesky(a, upper=upper), lambda: torch.linalg.cholesky(a.to("tpu"), upper=upper))

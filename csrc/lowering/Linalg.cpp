@@ -221,6 +221,56 @@ std::tuple<Value, Value, Value> luUnpack(Builder& b, Value lu, Value perm) {
   return {P, L, U};
 }
 
+namespace {
+
+Value conjugate(Builder& b, Value x) {
+  return hlo::isComplex(x.dtype()) ? b.complex(b.realPart(x), b.unary("negate", b.imagPart(x))) : x;
+}
+
+// LAPACK's info for a failed factorization: the order of the first leading minor that is not positive definite.
+// XLA's cholesky leaves only NaNs when one fails, so an unblocked right-looking factorization of the lower
+// triangle finds it: a loop that runs no step unless some batch element failed (`failed`, Pred [batch]) and
+// stops once every failed element has its minor. 0 where none is found.
+Value firstFailingMinor(Builder& b, Value a, Value failed) {
+  const hlo::Shape& s = a.shape();
+  int64_t R = a.rank(), n = s[R - 1];
+  hlo::Shape batch(s.begin(), s.end() - 2), rows = batch;
+  rows.push_back(n);
+  Value init[] = {a, b.full(hlo::Type{DType::S32, batch}, 0), b.constantInt(DType::S64, 0)};
+  auto out = b.whileLoop(
+      init,
+      [&](Builder& r, std::span<const Value> v) {
+        Value pending = r.convert(r.binary("and", failed, r.compare(Cmp::EQ, v[1], r.scalarLike(v[1], 0))), DType::S32);
+        if (!batch.empty()) {
+          Value zero = r.constantInt(DType::S32, 0);
+          pending = r.reduce({&pending, 1}, {&zero, 1}, upto(R - 2), [](Builder& rb, std::span<const Value> x) {
+            return std::vector<Value>{rb.max(x[0], x[1])};
+          })[0];
+        }
+        return std::vector<Value>{r.binary("and", r.compare(Cmp::LT, v[2], r.constantInt(DType::S64, n)),
+                                           r.compare(Cmp::GT, pending, r.constantInt(DType::S32, 0)))};
+      },
+      [&](Builder& r, std::span<const Value> v) {
+        Value A = v[0], info = v[1], j = v[2];
+        hlo::Type it{DType::S64, s};
+        Value colJ = pick(r, A, r.compare(Cmp::EQ, r.iota(it, R - 1), r.broadcast(j, s)), R - 1);  // [batch, n]
+        Value row1 = r.iota(hlo::Type{DType::S64, rows}, R - 2), jR = r.broadcast(j, rows);
+        Value d = r.realPart(pick(r, colJ, r.compare(Cmp::EQ, row1, jR), R - 2));  // [batch]
+        Value bad = r.unary("not", r.compare(Cmp::GT, d, r.scalarLike(d, 0)));
+        Value j1 = r.broadcast(r.add(r.convert(j, DType::S32), r.constantInt(DType::S32, 1)), batch);
+        Value info1 = r.select(r.binary("and", r.binary("and", failed, bad), r.compare(Cmp::EQ, info, r.scalarLike(info, 0))),
+                               j1, info);
+        // l = A[j+1:, j] / sqrt(d) (zero at rows <= j); the trailing matrix loses l l^H.
+        Value sq = bcastN(r, r.convert(r.unary("sqrt", d), A.dtype()), rows, R - 2, R - 2);
+        Value l = r.select(r.compare(Cmp::GT, row1, jR), r.div(colJ, sq), r.scalarLike(colJ, 0));
+        Value A1 = r.sub(A, r.mul(bcastN(r, l, s, R - 2, R - 2), bcastN(r, conjugate(r, l), s, R - 2, R - 1)));
+        return std::vector<Value>{A1, info1, r.add(j, r.constantInt(DType::S64, 1))};
+      });
+  return out[1];
+}
+
+}  // namespace
+
 std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper) {
   int64_t R = a.rank();
   Value l = b.op("stablehlo.cholesky", {&a, 1}, {a.type}, "lower = true")[0];
@@ -240,11 +290,14 @@ std::pair<Value, Value> cholesky(Builder& b, Value a, bool upper) {
     return std::vector<Value>{rb.min(x[0], x[1])};
   })[0];
   Value info = b.select(b.compare(Cmp::EQ, mn, b.scalarLike(mn, 2147483647)), b.scalarLike(mn, 0), mn);
+  // A failed element's diagonal is all NaN (info 1 above): the minor that failed, as LAPACK reports it.
+  Value failed = b.compare(Cmp::NE, info, b.scalarLike(info, 0));
+  Value minor = firstFailingMinor(b, a, failed);
+  info = b.select(b.compare(Cmp::NE, minor, b.scalarLike(minor, 0)), minor, info);
   if (upper) {
     std::vector<int64_t> perm = upto(R);
     std::swap(perm[R - 1], perm[R - 2]);
-    l = b.transpose(l, perm);  // U = L^H: conjugated below for complex values
-    if (hlo::isComplex(l.dtype())) l = b.complex(b.realPart(l), b.unary("negate", b.imagPart(l)));
+    l = conjugate(b, b.transpose(l, perm));  // U = L^H
   }
   return {l, info};
 }
