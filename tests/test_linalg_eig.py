@@ -112,6 +112,7 @@ def same_error(fn_cpu, fn_tpu):
     assert str(tpu_err.value) == str(cpu_err.value)
 
 
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")  # CPU's half input path
 @pytest.mark.parametrize("fn", [torch.linalg.eig, torch.linalg.eigvals])
 def test_eig_errors(mode, fn):
     nan = float("nan")
@@ -265,6 +266,7 @@ def test_complex_det_slogdet(mode, contiguous):
     assert_same(torch.linalg.det(s.to("tpu")), torch.linalg.det(s))
 
 
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
 @pytest.mark.parametrize("upper", [True, False])
 @pytest.mark.parametrize("left", [True, False])
 def test_complex_solve_triangular(mode, upper, left):
