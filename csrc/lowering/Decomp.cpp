@@ -1,4 +1,5 @@
 #include "Decomp.h"
+#include "csrc/lowering/Dims.h"
 
 #include <vector>
 
@@ -12,12 +13,6 @@ using hlo::DType;
 using hlo::Shape;
 using hlo::Type;
 using hlo::Value;
-
-std::vector<int64_t> upto(int64_t n) {
-  std::vector<int64_t> r;
-  for (int64_t i = 0; i < n; ++i) r.push_back(i);
-  return r;
-}
 
 Value sumOver(Builder& b, Value x, int64_t dim) {
   Value zero = b.constant(x.dtype(), 0);

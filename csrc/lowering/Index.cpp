@@ -1,4 +1,5 @@
 #include "Index.h"
+#include "csrc/lowering/Dims.h"
 
 #include <limits>
 #include <stdexcept>
@@ -7,12 +8,6 @@
 
 namespace tpu::lowering {
 namespace {
-
-std::vector<int64_t> range(int64_t n) {
-  std::vector<int64_t> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(i);
-  return v;
-}
 
 Value combine(Builder& b, Reduce r, Value old, Value upd) {
   bool pred = old.dtype() == DType::Pred;
@@ -172,8 +167,8 @@ Value reduceIdentity(Builder& b, Reduce r, DType t) {
 Value gatherDim(Builder& b, Value x, Value index, int64_t dim) {
   int64_t r = x.rank();
   hlo::GatherDims d;
-  d.collapsedSliceDims = range(r);
-  d.startIndexMap = range(r);
+  d.collapsedSliceDims = upto(r);
+  d.startIndexMap = upto(r);
   d.indexVectorDim = r;
   return b.gather(x, dimCoordinates(b, index, dim, r), d, std::vector<int64_t>(r, 1), index.shape());
 }
@@ -183,8 +178,8 @@ Value scatterDim(Builder& b, Value self, Value index, Value src, int64_t dim, Re
   std::vector<int64_t> zeros(rank, 0), ones(rank, 1);
   Value upd = b.slice(src, zeros, index.shape(), ones);
   hlo::ScatterDims d;
-  d.insertedWindowDims = range(rank);
-  d.scatterDimsToOperandDims = range(rank);
+  d.insertedWindowDims = upto(rank);
+  d.scatterDimsToOperandDims = upto(rank);
   d.indexVectorDim = rank;
   return b.scatter(self, dimCoordinates(b, index, dim, rank), upd, d, combiner(r));
 }
@@ -255,7 +250,7 @@ Value advancedIndexPut(Builder& b, Value self, std::span<const Value> indices, c
 Value countNonzero(Builder& b, Value x) {
   Value n = b.convert(isNonzero(b, x), DType::S64);
   Value init = b.constantInt(DType::S64, 0);
-  return b.reduce({&n, 1}, {&init, 1}, range(x.rank()), [](Builder& r, std::span<const Value> a) {
+  return b.reduce({&n, 1}, {&init, 1}, upto(x.rank()), [](Builder& r, std::span<const Value> a) {
     return std::vector<Value>{r.add(a[0], a[1])};
   })[0];
 }

@@ -1,4 +1,5 @@
 #include "Ldl.h"
+#include "csrc/lowering/Dims.h"
 
 #include <cmath>
 #include <functional>
@@ -13,12 +14,6 @@ using hlo::DType;
 using hlo::Shape;
 using hlo::Type;
 using hlo::Value;
-
-std::vector<int64_t> upto(int64_t n) {
-  std::vector<int64_t> r;
-  for (int64_t i = 0; i < n; ++i) r.push_back(i);
-  return r;
-}
 
 Value reduceWith(Builder& b, Value x, std::vector<int64_t> dims, Value init, const char* op) {
   return b.reduce({&x, 1}, {&init, 1}, dims, [op](Builder& rb, std::span<const Value> a) {

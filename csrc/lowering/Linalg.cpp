@@ -1,4 +1,5 @@
 #include "Linalg.h"
+#include "csrc/lowering/Dims.h"
 
 #include <algorithm>
 #include <string>
@@ -13,12 +14,6 @@ namespace {
 
 using hlo::Cmp;
 using hlo::DType;
-
-std::vector<int64_t> upto(int64_t n) {
-  std::vector<int64_t> r;
-  for (int64_t i = 0; i < n; ++i) r.push_back(i);
-  return r;
-}
 
 // Broadcasts v [batch..., (extra)] (nb batch dims) into `shape` [batch..., ...], its extra dim (if any) at `at`.
 Value bcastN(Builder& b, Value v, const hlo::Shape& shape, int64_t nb, int64_t at) {

@@ -457,13 +457,19 @@ def _as_accurate_as_cpu(actuals, expecteds, refs, rtol, atol, elementwise):
                 return False
             continue
         wide = torch.complex128 if e.is_complex() else torch.float64
+        # float64's result rounded to the output dtype is the best answer that dtype holds (inf past its range).
+        rounded = r.detach().to(e.dtype).to(wide)
         a, e, r = a.detach().cpu().to(wide), e.detach().to(wide), r.detach().to(wide)
         both_nan = a.isnan() & r.isnan()
         cpu_error = (e - r).abs()
-        if not elementwise:
+        if elementwise:
+            # Where CPU's low-precision result is NaN and float64's is not (matrix_exp in bfloat16 overflows
+            # its intermediates), CPU sets no bar: tpu must then be within the tolerance of float64 itself.
+            cpu_error = torch.where(cpu_error.isnan() & ~r.isnan(), torch.zeros_like(cpu_error), cpu_error)
+        else:
             finite = cpu_error[cpu_error.isfinite()]
             cpu_error = CPU_ERROR_FACTOR * (finite.max() if finite.numel() else torch.zeros((), dtype=r.dtype))
-        ok = ((a - r).abs() <= cpu_error + atol + rtol * r.abs()) | both_nan | (a == r)
+        ok = ((a - r).abs() <= cpu_error + atol + rtol * r.abs()) | both_nan | (a == r) | (a == rounded)
         if not bool(ok.all()):
             return False
     return True
@@ -893,7 +899,8 @@ def write_docs(path, records, dtypes, meta):
          "checked by the values they point at; `unique(sorted=False)` is compared as a set; singular vectors (`svd`, "
          "`linalg.svd`), defined up to sign, through the OpInfo's gauge-invariant view (|U|, S, |Vh|, U Vh). float16/bfloat16: where CPU "
          "rounds intermediate results to the low precision (addbmm, conv, ...) and tpu computes in float32, a sample "
-         "that differs from CPU also passes when tpu is elementwise at least as close to the float64 result as CPU is. "
+         "that differs from CPU also passes when tpu is elementwise at least as close to the float64 result as CPU is "
+         "(where CPU's element is NaN and float64's is not, tpu's must be within the tolerance of float64). "
          "float32 values and gradients that miss the tolerance against CPU are judged against the float64 result: "
          "they pass when every element is within the tolerance plus "
          f"{CPU_ERROR_FACTOR}x the largest error CPU float32 itself makes on that output (rounding depends on the "

@@ -48,3 +48,30 @@ def test_nan_and_integer_outputs():
     i = torch.tensor([1, 2])
     assert harness._as_accurate_as_cpu([i], [i.clone()], [i.clone()], rtol, atol, elementwise=False)
     assert not harness._as_accurate_as_cpu([i + 1], [i], [i], rtol, atol, elementwise=False)
+
+
+def test_a_nan_from_cpu_sets_no_bar_in_low_precision():
+    """CPU's bfloat16 result is NaN where float64's is finite (overflowing intermediates): the tpu value must
+    then match float64 within the bfloat16 tolerance; anything farther, or a NaN, still fails."""
+    rtol, atol = harness.TOLERANCES["bfloat16"]
+    ref = torch.tensor([2385.3802, 4119.5657, 1.0], dtype=torch.float64)
+    cpu = torch.tensor([float("nan"), float("nan"), 1.0], dtype=torch.bfloat16)
+    close = ref.to(torch.bfloat16)
+    assert harness._as_accurate_as_cpu([close], [cpu], [ref], rtol, atol, elementwise=True)
+    far = close.clone()
+    far[0] = 3000.0
+    assert not harness._as_accurate_as_cpu([far], [cpu], [ref], rtol, atol, elementwise=True)
+    nan = close.clone()
+    nan[1] = float("nan")
+    assert not harness._as_accurate_as_cpu([nan], [cpu], [ref], rtol, atol, elementwise=True)
+
+
+def test_an_exact_result_past_the_dtype_range_rounds_to_inf():
+    """float64's 93058 is past float16's range: inf (its correct rounding) passes where CPU made NaN; a finite
+    float16 value does not."""
+    rtol, atol = harness.TOLERANCES["float16"]
+    ref = torch.tensor([93058.27, 2.0], dtype=torch.float64)
+    cpu = torch.tensor([float("nan"), 2.0], dtype=torch.float16)
+    assert harness._as_accurate_as_cpu([ref.to(torch.float16)], [cpu], [ref], rtol, atol, elementwise=True)
+    assert not harness._as_accurate_as_cpu([torch.tensor([65504.0, 2.0], dtype=torch.float16)], [cpu], [ref],
+                                           rtol, atol, elementwise=True)
