@@ -11,11 +11,10 @@ where it is done (docs/distributed.md, Examples, lists them too):
 - offline data: the debug tokenizer and the c4_test dataset live in TorchTitan's repository, not in
   its wheel; a synthetic tokenizer and a dataloader of random token sequences (fixed seed, one
   stream per data-parallel rank) replace them through its public Configurable API;
-- ComplexRoPE -> CosSinRoPE (tpu has no complex dtypes), FlexAttention -> SDPA (Inductor has no
-  tpu backend), parallelism.spmd_backend = "partial_dtensor" (the default "spmd_types" path
-  refuses plain parameters in fully_shard: "all parameters must be DTensors on the full SPMD mesh");
-- two shims for calls torch.tpu / this torch lack (`get_device_properties().total_memory`,
-  `torch.distributed.set_timeout`).
+- FlexAttention -> SDPA (Inductor has no tpu backend), parallelism.spmd_backend = "partial_dtensor"
+  (the default "spmd_types" path refuses plain parameters in fully_shard: "all parameters must be
+  DTensors on the full SPMD mesh"); the model keeps TorchTitan's ComplexRoPE (a complex64 buffer);
+- a shim for `torch.distributed.set_timeout`, which TorchTitan 0.3.0 calls and torch 2.13 lacks.
 It prints each rank's losses and gradient norms and exits non-zero unless the loss decreases and
 every gradient norm is a sane value.
 """
@@ -32,7 +31,6 @@ from torch.utils.data import IterableDataset
 from torchtitan.components.dataloader import ParallelAwareDataloader
 from torchtitan.components.tokenizer import BaseTokenizer
 from torchtitan.models.common.attention import FlexAttention, ScaledDotProductAttention
-from torchtitan.models.common.rope import ComplexRoPE, CosSinRoPE
 from torchtitan.models.llama3.config_registry import llama3_debugmodel
 from torchtitan.tools.logging import init_logger
 
@@ -55,26 +53,6 @@ def shim_set_timeout():
         def set_timeout(timeout, group=None):
             (group or torch.distributed.distributed_c10d._get_default_group()).set_timeout(timeout)
         torch.distributed.set_timeout = set_timeout
-
-
-def shim_device_properties():
-    """TorchTitan's DeviceMemoryMonitor reads `torch.<device>.get_device_properties(dev).total_memory`
-    (CUDA returns an object with that attribute); torch.tpu returns a dict without it. On the XLA CPU
-    plugin device memory is host memory, so this reports the host's physical memory."""
-    original = torch.tpu.get_device_properties
-
-    class Properties(dict):
-        def __getattr__(self, name):
-            try:
-                return self[name]
-            except KeyError:
-                raise AttributeError(name) from None
-
-    def get_device_properties(device=None):
-        props = Properties(original(device))
-        props.setdefault("total_memory", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-        return props
-    torch.tpu.get_device_properties = get_device_properties
 
 
 class SyntheticTokenizer(BaseTokenizer):
@@ -133,7 +111,6 @@ def main():
     args = parser.parse_args()
 
     init_logger()
-    shim_device_properties()
     shim_set_timeout()
     config = llama3_debugmodel()
     config.tokenizer = SyntheticTokenizer.Config()
@@ -141,11 +118,6 @@ def main():
     config.training.steps = args.steps
     config.training.seq_len = args.seq_len
     config.training.local_batch_size = args.batch
-    # ComplexRoPE keeps a complex64 buffer; tpu has no complex dtypes. CosSinRoPE is TorchTitan's
-    # real-valued rotary embedding (the same rotation as cos/sin pairs, without Llama's frequency
-    # scaling, which CosSinRoPE refuses): a different but equally valid model trained from scratch.
-    replace_configs(config.model_spec.model, ComplexRoPE.Config,
-                    lambda rope: CosSinRoPE.Config(dim=rope.dim, max_seq_len=args.seq_len, theta=rope.theta))
     # FlexAttention (block-causal masks from per-document positions) runs flex_attention under
     # torch.compile with Inductor, which has no tpu backend; with one document per sequence
     # block-causal is causal, which F.scaled_dot_product_attention(is_causal=True) computes.

@@ -53,6 +53,20 @@ def test_device_module(mode):
     torch.tpu.synchronize()
 
 
+def test_device_properties_read_as_cuda_s(mode):
+    """Attributes, as torch.cuda.get_device_properties gives (libraries read props.total_memory), and the
+    same fields by key."""
+    props = torch.tpu.get_device_properties(0)
+    assert props.name == props["name"] == torch.tpu.get_device_name()
+    assert props.total_memory == torch.tpu.mem_get_info(0)[1] > 0
+    assert props.multi_processor_count >= 1
+    assert props.platform == props["platform"] == torch.tpu.get_device_capability()["platform"]
+    assert set(props.keys()) >= {"name", "platform", "platform_version", "plugin", "pjrt_api_version", "total_memory"}
+    assert "total_memory=" in repr(props)
+    with pytest.raises(KeyError):
+        props["no_such_field"]
+
+
 def test_set_device_out_of_range_raises():
     with pytest.raises(RuntimeError, match="invalid device"):
         torch.tpu.set_device(10_000)

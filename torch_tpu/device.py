@@ -130,15 +130,36 @@ def get_device_capability(device: _DeviceLike = None) -> Dict[str, Any]:
     return {"platform": _C._platform_name(), "platform_version": _C._platform_version()}
 
 
-def get_device_properties(device: _DeviceLike = None) -> Dict[str, Any]:
+class DeviceProperties:
+    """What torch.tpu.get_device_properties returns: attributes, as torch.cuda's properties object has
+    (`props.name`, `props.total_memory`, `props.multi_processor_count`, which libraries such as
+    TorchTitan's memory monitor read), and the same fields by key (`props["name"]`)."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def __getitem__(self, key):
+        return self.__dict__[key]
+
+    def keys(self):
+        return self.__dict__.keys()
+
+    def __repr__(self):
+        return "TpuDeviceProperties(" + ", ".join(f"{k}={v!r}" for k, v in self.__dict__.items()) + ")"
+
+
+def get_device_properties(device: _DeviceLike = None) -> DeviceProperties:
     major, minor = _C._pjrt_api_version()
-    return {
-        "name": get_device_name(device),
-        "platform": _C._platform_name(),
-        "platform_version": _C._platform_version(),
-        "plugin": _C._plugin_path(),
-        "pjrt_api_version": f"{major}.{minor}",
-    }
+    return DeviceProperties(
+        name=get_device_name(device),
+        platform=_C._platform_name(),
+        platform_version=_C._platform_version(),
+        plugin=_C._plugin_path(),
+        pjrt_api_version=f"{major}.{minor}",
+        total_memory=mem_get_info(device)[1],  # bytes, as mem_get_info's total
+        # One PJRT device is one core of the program (XLA:CPU's threads serve all devices).
+        multi_processor_count=1,
+    )
 
 
 # --- random numbers -------------------------------------------------------

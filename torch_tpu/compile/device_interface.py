@@ -4,7 +4,6 @@ events (torch.tpu.Stream / torch.tpu.Event, streams.py), properties. torch ships
 TpuInterface for Google's TorchTPU package that checks for its JAX/Pallas stack;
 registration.py replaces it with this one.
 """
-from collections import namedtuple
 from typing import Any
 
 import torch
@@ -14,12 +13,8 @@ from .. import _C
 from .. import device as tpu
 from .. import streams
 
-_Properties = namedtuple("TpuProperties", ["name", "platform", "multi_processor_count", "total_memory"])
-
-
 def _properties(device=None):
-    p = tpu.get_device_properties(device)
-    return _Properties(p["name"], p["platform"], 1, 0)
+    return tpu.get_device_properties(device)
 
 
 class TpuInterface(DeviceInterface):
