@@ -85,7 +85,7 @@ class RandomTokens(IterableDataset):
         while True:
             tokens = torch.randint(0, VOCAB, (self.seq_len + 1,), generator=g)
             # No "positions": one document per sequence, so RoPE's default positions 0..seq_len-1 are
-            # the same, and RoPE skips its torch._assert_async bounds check (not lowered on tpu).
+            # the same (and block-causal attention is causal, see FlexAttention below).
             yield {"input": tokens[:-1]}, tokens[1:]
 
 

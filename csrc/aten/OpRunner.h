@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Scalar.h>
 
+#include <functional>
 #include <initializer_list>
+#include <string>
 
 #include "csrc/runtime/Executor.h"
 
@@ -51,6 +53,14 @@ class Op {
   Op& checksIndices() {
     call_.checksIndices = true;
     return *this;
+  }
+  // The lowering's extra last value means "the assertion failed": raised as RuntimeError(message)
+  // at the next synchronization (at the op in debug mode). `message` must outlive run(); its
+  // hash keeps programs of different messages apart.
+  Op& asserts(const std::string& message) {
+    call_.checksIndices = true;
+    call_.assertMessage = message.c_str();
+    return attr(static_cast<int64_t>(std::hash<std::string>{}(message)));
   }
 
   template <class F>

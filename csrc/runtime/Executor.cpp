@@ -410,10 +410,14 @@ std::shared_ptr<pjrt::Buffer> Executor::flagBuffer(int device) {
   return flagBufferLocked(device);
 }
 
-int32_t Executor::flagCodeLocked(const char* opName) {
-  auto it = std::find(flagNames_.begin(), flagNames_.end(), opName);
-  if (it == flagNames_.end()) it = flagNames_.insert(flagNames_.end(), opName);
-  return static_cast<int32_t>(it - flagNames_.begin()) + 1;
+int32_t Executor::flagCodeLocked(const OpCall& call) {
+  // Only when a program is built: codes are constants of the programs.
+  FlagCause cause{call.assertMessage != nullptr, call.assertMessage ? call.assertMessage : call.name};
+  auto it = std::find_if(flagCauses_.begin(), flagCauses_.end(), [&](const FlagCause& c) {
+    return c.assertion == cause.assertion && c.text == cause.text;
+  });
+  if (it == flagCauses_.end()) it = flagCauses_.insert(flagCauses_.end(), std::move(cause));
+  return static_cast<int32_t>(it - flagCauses_.begin()) + 1;
 }
 
 void Executor::setFlagLocked(int device, std::shared_ptr<pjrt::Buffer> flag) {
@@ -452,21 +456,21 @@ void Executor::checkFlags(bool atOp) {
     int32_t code = 0;
     pending[i].second->toHost(&code, sizeof code).await();
     if (code == 0) continue;
-    std::string name;
+    FlagCause cause;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       // Later index ops chained on this value carry the same (first) code.
       flags_[pending[i].first].value = flags_[pending[i].first].zero;
       for (size_t j = i + 1; j < pending.size(); ++j) flags_[pending[j].first].dirty = true;
       if (i + 1 < pending.size()) flagsDirty_ = true;
-      name = flagNames_.at(static_cast<size_t>(code - 1));
+      cause = flagCauses_.at(static_cast<size_t>(code - 1));
     }
-    std::string msg = "index out of range in " + name;
+    std::string msg = cause.assertion ? cause.text : "index out of range in " + cause.text;
     if (atOp) msg += " (detected on device)" + calledAt();
     else
       msg += " (detected on device, reported at the next synchronization; TORCH_TPU_EAGER_MODE=debug raises "
              "at the op with its Python line)";
-    raiseError(ErrorKind::Index, msg);
+    raiseError(cause.assertion ? ErrorKind::Runtime : ErrorKind::Index, msg);
   }
 }
 
@@ -539,7 +543,7 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
     int32_t code;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      code = flagCodeLocked(call.name);
+      code = flagCodeLocked(call);
     }
     Value old = b.parameter(hlo::Type{DType::S32, {}});
     entry->params.push_back(kFlagParam);

@@ -113,9 +113,9 @@ class Executor {
   // process nears its cap on memory mappings (MappingBudget.h).
   void relieveMappingsLocked();
   void noteFusedProgramLocked(bool compiled, double seconds);
-  // The out-of-range flag: the code naming an index op, the device's current
-  // flag buffer, and its new value after a program that checked indices.
-  int32_t flagCodeLocked(const char* opName);
+  // The device error flag: the code naming what a program checks (an index op's out-of-range
+  // indices, or an assertion), the device's current flag buffer, and its new value after such a program.
+  int32_t flagCodeLocked(const OpCall& call);
   std::shared_ptr<pjrt::Buffer> flagBufferLocked(int device);
   void setFlagLocked(int device, std::shared_ptr<pjrt::Buffer> flag);
 
@@ -129,8 +129,8 @@ class Executor {
   struct KeyHash {
     size_t operator()(const std::vector<int64_t>& k) const noexcept;
   };
-  // One device's out-of-range flag: an S32 scalar, 0 or the code (index into
-  // flagNames_ + 1) of the first op that saw an out-of-range index.
+  // One device's error flag: an S32 scalar, 0 or the code (index into flagCauses_ + 1) of the
+  // first op that saw an out-of-range index or a failed assertion.
   struct DeviceFlag {
     std::shared_ptr<pjrt::Buffer> value, zero;
     bool dirty = false;  // an index op ran since the last check
@@ -162,7 +162,11 @@ class Executor {
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
   std::vector<DeviceFlag> flags_;
-  std::vector<std::string> flagNames_;
+  struct FlagCause {
+    bool assertion;    // a failed assertion (text: its message), else an out-of-range index (text: the op)
+    std::string text;
+  };
+  std::vector<FlagCause> flagCauses_;
   std::atomic<bool> flagsDirty_{false};
   std::mutex flagMutex_;  // held by an index op from reading the flag to swapping it
   ExecutorStats stats_;

@@ -126,7 +126,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
       params_.push_back(p);
       if (recording_) recording_->params.push_back({RecordedParam::Kind::Flag, 0});
     }
-    indexFlag_ = chainIndexFlag(*b_, *indexFlag_, *traced.indexFlag, Executor::get().flagCodeLocked(call.name));
+    indexFlag_ = chainIndexFlag(*b_, *indexFlag_, *traced.indexFlag, Executor::get().flagCodeLocked(call));
   }
   if (recording_) {
     RecordedOp r;

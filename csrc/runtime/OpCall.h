@@ -61,6 +61,9 @@ struct OpCall {
   // when an index was out of range. The runtime records it in the device's
   // error flag (raised at the next sync; at the op in debug mode).
   bool checksIndices = false;
+  // With checksIndices: the flag is this failed assertion (torch._assert_async's message, raised as
+  // RuntimeError), not an out-of-range index. Kept alive by the caller while the op runs.
+  const char* assertMessage = nullptr;
   // torch.get_float32_matmul_precision() when the op was called (dots and convolutions honour it).
   hlo::Precision dotPrecision = hlo::Precision::Default;
 };
