@@ -1,5 +1,6 @@
 #include "Decomp.h"
 #include "csrc/lowering/Dims.h"
+#include "csrc/lowering/Reduce.h"
 
 #include <vector>
 
@@ -14,12 +15,6 @@ using hlo::Shape;
 using hlo::Type;
 using hlo::Value;
 
-Value sumOver(Builder& b, Value x, int64_t dim) {
-  Value zero = b.constant(x.dtype(), 0);
-  return b.reduce({&x, 1}, {&zero, 1}, {dim}, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.add(a[0], a[1])};
-  })[0];
-}
 Value anyOver(Builder& b, Value x) {
   Value init = b.constantInt(DType::Pred, 0);
   return b.reduce({&x, 1}, {&init, 1}, upto(x.rank()), [](Builder& rb, std::span<const Value> a) {

@@ -22,12 +22,6 @@ Value bcastN(Builder& b, Value v, const hlo::Shape& shape, int64_t nb, int64_t a
   return b.broadcastInDim(v, shape, dims);
 }
 
-Value sumOver(Builder& b, Value x, int64_t dim) {
-  Value zero = b.constant(x.dtype(), 0);
-  return b.reduce({&x, 1}, {&zero, 1}, {dim}, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.add(a[0], a[1])};
-  })[0];
-}
 
 // The entry of x [..., m] (or of rows/cols) where mask is true (exactly one), as a sum of selected entries.
 Value pick(Builder& b, Value x, Value mask, int64_t dim) {

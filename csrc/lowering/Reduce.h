@@ -26,6 +26,9 @@ enum class ReduceOp {
 Value reduce(Builder& b, ReduceOp op, Value x, const std::vector<int64_t>& dims,
              std::span<const Value> operands = {});
 
+// x summed over one dim (the dim removed): the form the decompositions' loops use.
+inline Value sumOver(Builder& b, Value x, int64_t dim) { return reduce(b, ReduceOp::Sum, x, {dim}); }
+
 // The monoid pieces, usable on whole tensors (elementwise) and in regions.
 Value identity(Builder& b, ReduceOp op, DType t);
 Value combine(Builder& b, ReduceOp op, Value acc, Value x);
