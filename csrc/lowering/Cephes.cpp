@@ -39,16 +39,10 @@ Value polevl(Builder& b, Value x, const double (&c)[N], size_t len = N - 1) {
   return r;
 }
 
-// Clenshaw over a Chebyshev series in y, as Math.h's loops: 0.5 (b0 - b2).
+// Clenshaw over a Chebyshev series in y (Special.h's chbevl), sized by its table.
 template <size_t N>
 Value chebyshev(Builder& b, Value y, const double (&c)[N]) {
-  Value b0 = k(b, y, c[0]), b1 = k(b, y, 0), b2 = k(b, y, 0);
-  for (size_t i = 1; i < N; ++i) {
-    b2 = b1;
-    b1 = b0;
-    b0 = b.add(b.sub(b.mul(y, b1), b2), k(b, y, c[i]));
-  }
-  return b.mul(k(b, y, 0.5), b.sub(b0, b2));
+  return chbevl(b, y, c, N);
 }
 
 constexpr double kPi4 = 0.785398163397448309615660845819875721, k3Pi4 = 2.356194490192344928846982537459627163;

@@ -19,16 +19,6 @@ Value k(Builder& b, const Value& like, double v) { return b.scalarLike(like, v);
 Value chlo(Builder& b, const char* name, std::span<const Value> xs) { return b.op(name, xs, {xs[0].type})[0]; }
 Value isNan(Builder& b, Value x) { return b.compare(Cmp::NE, x, x); }
 
-// Clenshaw evaluation of a Chebyshev series, as Cephes' chbevl.
-Value chbevl(Builder& b, Value x, const double* c, size_t n) {
-  Value b0 = k(b, x, c[0]), b1 = k(b, x, 0), b2 = k(b, x, 0);
-  for (size_t i = 1; i < n; ++i) {
-    b2 = b1;
-    b1 = b0;
-    b0 = b.add(b.sub(b.mul(x, b1), b2), k(b, x, c[i]));
-  }
-  return b.mul(k(b, x, 0.5), b.sub(b0, b2));
-}
 
 // Cephes coefficients (as in ATen/native/Math.h).
 const double kI0A[] = {
@@ -253,6 +243,16 @@ Value gcd(Builder& b, Value x, Value y) {
 Value logit(Builder& b, Value x) { return b.unary("log", b.div(x, b.sub(k(b, x, 1), x))); }
 
 }  // namespace
+
+Value chbevl(Builder& b, Value x, const double* c, size_t n) {
+  Value b0 = b.scalarLike(x, c[0]), b1 = b.scalarLike(x, 0), b2 = b.scalarLike(x, 0);
+  for (size_t i = 1; i < n; ++i) {
+    b2 = b1;
+    b1 = b0;
+    b0 = b.add(b.sub(b.mul(x, b1), b2), b.scalarLike(x, c[i]));
+  }
+  return b.mul(b.scalarLike(x, 0.5), b.sub(b0, b2));
+}
 
 Value polygamma(Builder& b, int64_t n, Value x) {
   if (n == 0) return digamma(b, x);

@@ -40,5 +40,7 @@ Value roundDecimals(Builder& b, Value x, int64_t decimals);
 Value nanToNum(Builder& b, Value x, Value nan, Value posinf, Value neginf);
 // {mantissa, exponent (S32)} with x = mantissa * 2^exponent, |mantissa| in [0.5, 1).
 std::pair<Value, Value> frexp(Builder& b, Value x);
+// Clenshaw evaluation of the Chebyshev series c[0..n) at x, as Cephes' chbevl: 0.5 (b0 - b2).
+Value chbevl(Builder& b, Value x, const double* c, size_t n);
 
 }  // namespace tpu::lowering
