@@ -100,7 +100,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     gm.graph.set_codegen(_BoxedCodeGen())
     gm.recompile()
     forward = gm.forward
-    from . import replay
+    from . import buckets, replay
 
     # Replay (replay.py): a call with new argument signature also captures what its flush ran;
     # later calls with that signature launch the program directly.
@@ -109,9 +109,11 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     device = next((v.device for n in gm.graph.nodes for v in _vals(n)
                    if isinstance(v, torch.Tensor) and v.device.type == "tpu"), None)
 
-    def run(args):
-        for i in promoted:
-            args[i] = args[i].to(device)
+    bucketed = buckets.plan(gm)
+    bucket_plans = replay.Plans() if bucketed is not None and replay.enabled() else None
+
+    def execute(args, body, plans):
+        """body(args) traced into one program, or a replay of the program captured before."""
         if plans is not None:
             out = plans.run(args)
             if out is not None:
@@ -124,7 +126,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
             if capture:
                 graph = _C._CapturedGraph()
                 _C._compiled_graph_capture(graph)
-            out = forward(args)
+            out = body(args)
         except BaseException:
             try:  # the part traced so far still runs, so storages stay consistent
                 _C._compiled_graph_end()
@@ -137,6 +139,29 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         if graph is not None:
             plans.add(graph, kept, out)
         return out
+
+    def run_bucketed(args):
+        # Sizes rounded up to their buckets, inputs padded; the real sizes are the last operand.
+        values = bucketed.real_values(args)
+        key = tuple(bucketed.buckets(values))
+        padded = bucketed.pad_inputs(args, key)
+        padded.append(torch.tensor(values, dtype=torch.int64, device=device))
+        out = execute(padded, lambda a: bucketed.trace(a[:-1], key, a[-1]), bucket_plans)
+        result = bucketed.cut_outputs(out, values, padded, args)
+        args.clear()
+        return result
+
+    def run(args):
+        nonlocal bucketed
+        for i in promoted:
+            args[i] = args[i].to(device)
+        if bucketed is not None:
+            try:
+                return run_bucketed(args)
+            except buckets.Unsupported as e:
+                buckets.log_exact(e)
+                bucketed = None
+        return execute(args, forward, plans)
 
     run._boxed_call = True
     return run
