@@ -596,10 +596,10 @@ class Interpreter:
     def _aten_cat_default(self, node, args, kwargs):
         tensors = args[0]
         dim = (args[1] if len(args) > 1 else kwargs.get("dim", 0))
-        parts = [(t, n) for t, n in zip(tensors, node.args[0]) if t.numel() > 0 or t.dim() > 1]
-        dim %= parts[0][0].dim()
-        if dim not in _dyn_dims(node):
+        if dim % _val(node).dim() not in _dyn_dims(node):
             return node.target(*args, **kwargs)
+        dim %= _val(node).dim()
+        parts = [(t, n) for t, n in zip(tensors, node.args[0]) if t.dim() == _val(node).dim() and t.shape[dim] > 0]
         total = self.expected(node)[dim]
         position = torch.arange(total, device=parts[0][0].device)
         out, offset = None, 0
@@ -613,6 +613,20 @@ class Interpreter:
                 out = torch.where((position >= offset).view(shape), piece, out)
             offset = offset + self.sizes.length(n, dim)
         return out
+
+    def _arange(self, node, args, kwargs):
+        # arange(start, end): the start is a value (the first element), the length a size.
+        start = node.args[0]
+        if not _is_size_node(start):
+            return node.target(*args, **kwargs)
+        step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+        count = self.expected(node)[0]
+        kwargs.setdefault("dtype", _val(node).dtype)
+        first = self.sizes.tensor(self.sizes.of(_expr(_val(start)))).to(kwargs["dtype"])
+        return torch.arange(count, **kwargs) * step + first
+
+    _aten_arange_start = _arange
+    _aten_arange_start_step = _arange
 
     def _aten_constant_pad_nd_default(self, node, args, kwargs):
         x, pad = args[0], args[1]
@@ -648,6 +662,8 @@ class BucketedGraph:
                         self.sources.setdefault(_expr(s), (i, d))
         symbols = set()
         for n in gm.graph.nodes:
+            if n.op == "placeholder" and not _is_tensor_node(n):
+                continue
             for v in (_val(n) if isinstance(_val(n), (list, tuple)) else [_val(n)]):
                 if isinstance(v, torch.Tensor):
                     symbols |= {x for s in v.shape for x in getattr(_expr(s), "free_symbols", ())}
@@ -657,6 +673,7 @@ class BucketedGraph:
         if missing:
             raise Unsupported(f"sizes {sorted(map(str, missing))} do not come from the inputs")
         self.symbols = sorted(self.sources, key=str)
+        self.used = symbols | {_expr(_val(p)) for p in self.placeholders if _is_size_node(p) and p.users}
         self.mutated = {n.args[0] for n in gm.graph.nodes
                         if n.op == "call_function" and n.target == aten.copy_.default and n.args[0].op == "placeholder"}
         self._expected = {}
@@ -669,7 +686,8 @@ class BucketedGraph:
         return values
 
     def buckets(self, values):
-        return [bucket(v) for v in values]
+        # A size no op reads (a stride Dynamo made symbolic) does not choose the program.
+        return [bucket(v) if s in self.used else 0 for s, v in zip(self.symbols, values)]
 
     def expected(self, key, node):
         """A tensor node's padded sizes under `key` (the symbols' bucket values)."""
@@ -719,8 +737,8 @@ class BucketedGraph:
                 real = [_substitute(_expr(s), subs) for s in v.shape]
                 cut = o[tuple(slice(0, n) for n in real)]
                 strides = [_substitute(_expr(s), subs) for s in v.stride()]
-                if strides == _eager_strides(real):
-                    result.append(cut.contiguous())
+                if strides == _eager_strides(real):  # a copy of its own, not a view of the padded storage
+                    result.append(cut.clone(memory_format=torch.contiguous_format))
                 else:
                     result.append(torch.empty_strided(real, strides, dtype=o.dtype, device=o.device).copy_(cut))
             else:
