@@ -357,7 +357,7 @@ def _value_positions(node):
 def check(gm: torch.fx.GraphModule):
     """Raises Unsupported naming the first op the rules cannot keep exact."""
     for node in gm.graph.nodes:
-        if node.op in ("placeholder", "output"):
+        if node.op in ("placeholder", "output", "get_attr"):
             continue
         t = node.target
         if node.op != "call_function":
@@ -431,6 +431,8 @@ class Interpreter:
                 env[node] = next(placeholders)
             elif node.op == "output":
                 return load(node.args[0])
+            elif node.op == "get_attr":  # a constant tensor of the graph
+                env[node] = torch.fx.graph_module._get_attr(self.gm, node.target)
             elif node.target in SKIPPED:
                 env[node] = None
             else:
