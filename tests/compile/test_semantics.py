@@ -212,9 +212,12 @@ def test_replay_can_be_turned_off(mode, monkeypatch):
     assert _C._fused_stats()["replays"] == replays
 
 
-def test_dynamic_shapes_replay_each_seen_length(mode):
-    # dynamic=True: one Dynamo graph for every length; each length's program is traced once
-    # and replayed when the length comes back (its size is a constant of that program).
+def test_dynamic_shapes_without_buckets_replay_each_seen_length(mode, monkeypatch):
+    # TORCH_TPU_COMPILE_BUCKETS=0: one Dynamo graph for every length; each length's program is
+    # traced once and replayed when the length comes back (its size is a constant of that program).
+    # Buckets (the default) are tested in test_buckets.py.
+    monkeypatch.setenv("TORCH_TPU_COMPILE_BUCKETS", "0")
+
     def f(x, w):
         return torch.softmax(x @ w, dim=-1).sum(1)
 

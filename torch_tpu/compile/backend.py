@@ -145,8 +145,8 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         values = bucketed.real_values(args)
         key = tuple(bucketed.buckets(values))
         padded = bucketed.pad_inputs(args, key)
-        padded.append(torch.tensor(values, dtype=torch.int64, device=device))
-        out = execute(padded, lambda a: bucketed.trace(a[:-1], key, a[-1]), bucket_plans)
+        operand = torch.tensor(values, dtype=torch.int64, device=device)
+        out = execute(padded + [operand], lambda a: bucketed.trace(a[:-1], key, a[-1]), bucket_plans)
         result = bucketed.cut_outputs(out, values, padded, args)
         args.clear()
         return result
