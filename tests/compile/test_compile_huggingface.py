@@ -1,8 +1,11 @@
 """transformers' static-cache generation compiles the model's forward with torch.compile;
-on tpu it goes through backend "tpu" and gives the tokens of eager generation (and CPU)."""
+on tpu it goes through backend "tpu" and gives the tokens of eager generation (and CPU).
+A forward compiled with dynamic=True generates with the default (growing) cache, one program
+per cache-length bucket."""
 import pytest
 import torch
 from torch_tpu import _C
+from torch_tpu.compile import buckets
 
 import transformers  # requirements.txt installs it: a missing one is a failure, not a skip
 
@@ -45,3 +48,21 @@ def test_gpt2_compiled_forward_matches_cpu(mode):
         want = cpu(ids).logits
         got = torch.compile(tpu, backend="tpu")(ids.to("tpu")).logits
     torch.testing.assert_close(got.cpu(), want, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("make", [_tiny_gpt2, _tiny_llama], ids=["gpt2", "llama"])
+def test_dynamic_cache_generate_with_compiled_forward(mode, make):
+    # transformers' default DynamicCache grows by one position per token (torch.cat): with
+    # dynamic=True the forward is traced once per cache-length bucket (compile/buckets.py).
+    cpu = make()
+    tpu = make().to("tpu")
+    ids = torch.randint(2, 100, (1, 8), generator=torch.Generator().manual_seed(1))
+    want = cpu.generate(ids, max_new_tokens=24, do_sample=False)
+    tpu.forward = torch.compile(tpu.forward, backend="tpu", dynamic=True)
+    graphs, replays = _C._executor_stats()["compiled_graphs"], _C._fused_stats()["replays"]
+    got = tpu.generate(ids.to("tpu"), max_new_tokens=24, do_sample=False)
+    assert torch.equal(got.cpu(), want)
+    calls = _C._executor_stats()["compiled_graphs"] - graphs
+    traced = calls - (_C._fused_stats()["replays"] - replays)
+    # the prompt (an empty cache), then one program per bucket of the cache lengths 8, 9, ...
+    assert calls == 24 and traced == 1 + len({buckets.bucket(n) for n in range(8, 8 + calls - 1)}) == 4

@@ -67,12 +67,12 @@ def cpu_scalars_used_on_tpu(gm: torch.fx.GraphModule) -> list:
     CPU scalar math reaches a graph output or a CPU result (a CPU step counter updated in
     place) stays as it is."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    # CPU scalar nodes: 0-dim CPU inputs, and ops on them computing 0-dim CPU tensors.
+    # CPU scalar nodes: 0-dim CPU inputs, and ops computing 0-dim CPU tensors from them and from
+    # constants (`torch.scalar_tensor(2.0)`, no inputs: GPT-2's attention scale divides one by one).
     scalar = {n for n in placeholders if _is_cpu_scalar(_vals(n)[0])}
     for n in gm.graph.nodes:
         if n.op == "call_function" and n not in scalar and len(_vals(n)) == 1 and _is_cpu_scalar(_vals(n)[0]):
-            inputs = [a for a in n.all_input_nodes]
-            if inputs and all(a in scalar for a in inputs):
+            if all(a in scalar for a in n.all_input_nodes):
                 scalar.add(n)
     # Components of that scalar math; one is moved to tpu only if all of it ends in tpu results.
     parent = {n: n for n in scalar}
