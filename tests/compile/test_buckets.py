@@ -94,6 +94,52 @@ def test_index_ops_never_read_the_padding(mode):
         _assert_like_cpu(compiled(ids.to("tpu"), table.to("tpu"), pos_table.to("tpu")), f, ids, table, pos_table)
 
 
+def test_scatter_adds_and_runtime_positions(mode):
+    # Padded index entries add nothing (their source elements are zeroed); a slice or select
+    # at a symbolic position of a static dimension reads at the real position.
+    table = _data(16, 3, seed=7)
+
+    def f(ids, src, table):
+        n = ids.shape[0]
+        acc = torch.zeros(6, 3, dtype=src.dtype, device=src.device).index_add(0, ids, src)
+        sc = torch.zeros(6, 3, dtype=src.dtype, device=src.device).scatter_add(0, ids.unsqueeze(1).expand(n, 3), src)
+        return acc, sc, table[n:n + 2], table[n], table[:n].sum(0)
+
+    compiled = torch.compile(f, backend="tpu")
+    lengths = [5, 7, 9, 12]
+    traced = _traced()
+    for n in lengths:
+        ids = torch.randint(0, 6, (n,), generator=torch.Generator().manual_seed(n))
+        src = _data(n, 3, seed=n)
+        ids_t, src_t = ids.to("tpu"), src.to("tpu")
+        torch._dynamo.mark_dynamic(ids_t, 0)
+        torch._dynamo.mark_dynamic(src_t, 0)
+        _assert_like_cpu(compiled(ids_t, src_t, table.to("tpu")), f, ids, src, table)
+    assert _traced() - traced == _lengths_in(lengths) == 2
+
+
+def test_graphs_that_cannot_run_padded_run_at_exact_sizes(mode):
+    # A symbolic padding amount (padding a length up to a multiple) has no rule; with dynamic=True
+    # a width of 3 that must equal a static 3 (duck sizing) cannot be padded. Both run exactly.
+    def pad_to_8(x):
+        n = x.shape[0]
+        return F.pad(x, (0, 0, 0, 8 - n % 8)).sum(1)
+
+    def add_rows(ids, src):
+        return torch.zeros(6, 3, dtype=src.dtype, device=src.device).index_add(0, ids, src)
+
+    for f in (pad_to_8, add_rows):
+        compiled = torch.compile(f, backend="tpu", dynamic=True)
+        lengths = [5, 6, 7]
+        traced = _traced()
+        for n in lengths:
+            ids = torch.randint(0, 6, (n,), generator=torch.Generator().manual_seed(n))
+            x = _data(n, 3, seed=n)
+            args = (x,) if f is pad_to_8 else (ids, x)
+            _assert_like_cpu(compiled(*[a.to("tpu") for a in args]), f, *args)
+        assert _traced() - traced >= len(lengths)
+
+
 class _TinyLM(torch.nn.Module):
     def __init__(self):
         super().__init__()

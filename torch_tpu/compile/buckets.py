@@ -323,6 +323,34 @@ VALUE_OPS = {  # ops that may take a size as their scalar operand (it becomes a 
 }
 
 
+def _tensor_overload(packet):
+    """The overload of `packet` taking a tensor where the size was a number."""
+    for name in ("Tensor", "Tensor_Tensor", "default"):
+        if hasattr(packet, name):
+            return getattr(packet, name)
+    raise Unsupported(f"{packet} has no tensor overload")
+
+
+# Ops whose int arguments may be symbolic positions (handled by their rules); any other op
+# given a symbolic int argument (not a size list) runs at exact sizes.
+SYMBOLIC_POSITIONS = {aten.slice.Tensor, aten.select.int, aten.sym_size.int, aten.sym_stride.int}
+# Ops whose int-list arguments are not sizes: symbolic entries would be positions or amounts.
+NOT_SIZES = {aten.constant_pad_nd.default, aten.roll.default, aten.as_strided.default}
+
+
+def _symbolic_ints(node):
+    """(int arguments, int-list arguments) of an ATen op fed by symbolic sizes."""
+    ints, lists = False, False
+    for i, arg in enumerate(node.target._schema.arguments):
+        value = node.args[i] if i < len(node.args) else node.kwargs.get(arg.name)
+        kind = str(arg.type)
+        if kind in ("int", "Optional[int]", "SymInt", "Optional[SymInt]") and _is_size_node(value):
+            ints = True
+        elif isinstance(value, (list, tuple)) and any(_is_size_node(v) for v in value) and "int" in kind.lower():
+            lists = True
+    return ints, lists
+
+
 def _reduced_dims(node, rank, pos):
     if pos is None:
         return list(range(rank))
@@ -366,6 +394,12 @@ def check(gm: torch.fx.GraphModule):
             raise Unsupported(f"{t} draws random numbers (its stream depends on the element count)")
         if t in SKIPPED:
             continue
+        if isinstance(t, torch._ops.OpOverload):
+            ints, lists = _symbolic_ints(node)
+            if ints and t not in SYMBOLIC_POSITIONS:
+                raise Unsupported(f"{t} takes a size as a position")
+            if lists and t in NOT_SIZES:
+                raise Unsupported(f"{t} takes sizes as amounts")
         values = _value_positions(node)
         if values and not (t.overloadpacket in VALUE_OPS and values == [1]) and t not in (
                 aten.scalar_tensor.default, aten.full.default):
@@ -373,6 +407,9 @@ def check(gm: torch.fx.GraphModule):
         dynamic = any(_dyn_dims(a) for a in node.all_input_nodes) or any(
             isinstance(v, torch.Tensor) and any(_dynamic(_expr(s)) for s in v.shape)
             for v in (_val(node) if isinstance(_val(node), (list, tuple)) else [_val(node)]))
+        if t in (aten.argmax.default, aten.argmin.default) and dynamic and (
+                len(node.args) < 2 or node.args[1] is None) and _val(node.args[0]).dim() > 1:
+            raise Unsupported(f"{t} over all dims (a flat index) of a tensor with a dynamic dimension")
         if not dynamic or t in PLAIN or t in REDUCTIONS or t in CONTRACTIONS:
             continue
         if not isinstance(t, torch._ops.OpOverload):
@@ -457,7 +494,7 @@ class Interpreter:
                 dtype = kwargs.get("dtype") or torch.get_default_dtype()
                 return torch.zeros(args[0], dtype=dtype, device=kwargs.get("device")) + real.to(dtype)
             args[i] = real
-            t = t.overloadpacket.Tensor
+            t = _tensor_overload(t.overloadpacket)
         if t in REDUCTIONS:
             kind, pos = REDUCTIONS[t]
             x = node.args[0]
@@ -472,11 +509,18 @@ class Interpreter:
             indices, safe, sources = INDEXING[t]
             for i in indices:
                 args[i] = _masked(args[i], node.args[i], _dyn_dims(node.args[i]), sizes, safe)
-            for i in sources:
-                keep = _dyn_dims(node.args[indices[0]])
-                if t in (aten.index_add.default,):
-                    keep = [node.args[1] % _val(node.args[i]).dim()]
-                args[i] = _masked(args[i], node.args[i], keep, sizes, 0)
+            index = node.args[indices[0]]
+            for i in sources:  # the source's elements that padded index entries would add
+                if t == aten.index_add.default:  # a 1-D index along `dim` of the source
+                    aligned = {0: node.args[1] % args[i].dim()} if _dyn_dims(index) else {}
+                else:  # the index's dims are the source's leading dims
+                    aligned = {d: d for d in _dyn_dims(index)}
+                mask = None
+                for d_index, d_source in aligned.items():
+                    m = _positions(args[i], d_source) < sizes.length(index, d_index)
+                    mask = m if mask is None else mask & m
+                if mask is not None:
+                    args[i] = torch.where(mask, args[i], 0)
             return t(*args, **kwargs)
         rule = getattr(self, "_" + str(t).replace(".", "_"), None)
         return rule(node, args, kwargs) if rule else t(*args, **kwargs)
@@ -493,8 +537,9 @@ class Interpreter:
         dims = _reduced_dims(node, _val(x).dim(), pos)
         keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
         dtype = kwargs.get("dtype") or args[0].dtype
-        total = _masked(args[0], x, dims, self.sizes, 0).sum(dims, keepdim=keepdim, dtype=dtype)
-        return total / self._count(x, dims)
+        wide = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        total = _masked(args[0], x, dims, self.sizes, 0).sum(dims, keepdim=keepdim, dtype=wide)
+        return (total / self._count(x, dims)).to(dtype)
 
     def _aten_mean_dim(self, node, args, kwargs):
         return self._mean_dims(node, args, kwargs, 1)
@@ -572,9 +617,12 @@ class Interpreter:
     def _aten_select_int(self, node, args, kwargs):
         x, dim, index = args
         dim %= x.dim()
-        if dim not in _dyn_dims(node.args[0]) or (isinstance(index, int) and index >= 0):
+        if _is_size_node(node.args[2]):  # a runtime position
+            real = self.sizes.of(_expr(_val(node.args[2])))
+        elif dim not in _dyn_dims(node.args[0]) or index >= 0:
             return node.target(*args, **kwargs)
-        real = self.sizes.length(node.args[0], dim) + index
+        else:  # from the real end
+            real = self.sizes.length(node.args[0], dim) + index
         position = self.sizes.tensor(real).reshape(1)
         return _take(x, dim, position).squeeze(dim)
 
@@ -584,10 +632,10 @@ class Interpreter:
         start = args[2] if len(args) > 2 else kwargs.get("start")
         start_node = node.args[2] if len(node.args) > 2 else node.kwargs.get("start")
         step = args[4] if len(args) > 4 else kwargs.get("step", 1)
-        dynamic_start = isinstance(start_node, torch.fx.Node) or (start is not None and start < 0)
-        if dim not in _dyn_dims(node.args[0]) or not dynamic_start:
+        from_end = start is not None and start < 0 and dim in _dyn_dims(node.args[0])
+        if not _is_size_node(start_node) and not from_end:
             return node.target(*args, **kwargs)
-        if isinstance(start_node, torch.fx.Node):
+        if _is_size_node(start_node):
             real = self.sizes.of(_expr(_val(start_node)))
         else:
             real = self.sizes.length(node.args[0], dim) + start
@@ -642,6 +690,19 @@ class Interpreter:
                 end = self.sizes.length(node.args[0], d) + low
                 out = torch.where(_positions(out, d) >= end, value, out)
         return out
+
+
+VIEWS = {aten.slice.Tensor, aten.select.int, aten.view.default, aten.transpose.int, aten.permute.default,
+         aten.t.default, aten.expand.default, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
+         aten.squeeze.default, aten.alias.default, aten.as_strided.default, aten.diagonal.default,
+         aten.unfold.default, aten.split.Tensor, aten.split_with_sizes.default, aten.unbind.int, operator.getitem}
+
+
+def _viewed_placeholder(node):
+    """The graph input that `node` is a view of, or None."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in VIEWS:
+        node = node.args[0]
+    return node if isinstance(node, torch.fx.Node) and node.op == "placeholder" else None
 
 
 class BucketedGraph:
@@ -733,8 +794,15 @@ class BucketedGraph:
         result = []
         for node, o in zip(nodes, outs):
             v = _val(node) if isinstance(node, torch.fx.Node) else None
+            base = _viewed_placeholder(node) if isinstance(v, torch.Tensor) else None
             if isinstance(v, (torch.SymInt, torch.SymFloat)):
                 result.append(_substitute(_expr(v), subs))
+            elif base is not None:
+                # A view of an input in eager: the same view of the caller's tensor (AOTAutograd
+                # regenerates such outputs from their base, reading sizes, strides and offset).
+                real = [[_substitute(_expr(x), subs) for x in xs] for xs in (v.shape, v.stride())]
+                offset = _substitute(_expr(v.storage_offset()), subs)
+                result.append(args[self.placeholders.index(base)].as_strided(real[0], real[1], offset))
             elif isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and _dyn_dims(node):
                 real = [_substitute(_expr(s), subs) for s in v.shape]
                 cut = o[tuple(slice(0, n) for n in real)]
