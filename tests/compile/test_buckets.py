@@ -275,3 +275,18 @@ def test_buckets_can_be_turned_off(mode, monkeypatch):
         x = _data(n, 2, seed=n)
         assert_close(compiled(x.to("tpu")), x.mean(0))
     assert _traced() - traced == len(lengths)
+
+
+def test_default_compile_buckets_after_the_first_new_length(mode):
+    # Without dynamic=True Dynamo compiles the first length statically and the second one as a
+    # dynamic graph (automatic dynamic): from then on one program per bucket.
+    def f(x):
+        return x.softmax(1).sum(1)
+
+    compiled = torch.compile(f, backend="tpu")
+    lengths = [5, 6, 7, 9, 11, 6]
+    traced = _traced()
+    for i, n in enumerate(lengths):
+        x = _data(3, n, seed=i)
+        _assert_like_cpu(compiled(x.to("tpu")), f, x)
+    assert _traced() - traced == 1 + _lengths_in(lengths[1:]) == 3

@@ -240,6 +240,47 @@ def _regather_view(x, in_node, out_node, out_padded, sizes):
     return flat.index_select(0, source.clamp(0, max(flat.numel() - 1, 0))).view(out_padded)
 
 
+def _grid(shape, strides, device):
+    """sum_d position_d * strides[d] over a grid of `shape` (strides: ints or 0-dim tensors)."""
+    total = torch.zeros((), dtype=torch.int64, device=device)
+    for d, (n, stride) in enumerate(zip(shape, strides)):
+        view = [1] * len(shape)
+        view[d] = n
+        total = total + torch.arange(n, device=device).view(view) * stride
+    return total
+
+
+def _from_eager_storage(flat, node, padded, sizes):
+    """The padded value of `node` from `flat`, the first elements of a storage holding it in eager's
+    contiguous layout: each padded position reads the element with its eager offset."""
+    offsets = _grid(padded, _eager_strides([sizes.of(e) for e in _shape(node)]), flat.device)
+    return flat.index_select(0, offsets.reshape(-1).clamp(0, flat.numel() - 1)).view(padded)
+
+
+def _to_eager_storage(x, node, order, sizes):
+    """x (node's padded value) laid out as eager lays out its elements (dims in `order`, outermost
+    first: a dense layout), in a flat tensor of x.numel(): memory position m holds the element eager
+    stores at offset m; positions past the real element count hold anything."""
+    lengths = [sizes.of(_shape(node)[d]) for d in order]
+    padded_strides = _eager_strides(list(x.shape))
+    memory = torch.arange(x.numel(), device=x.device)
+    source = 0
+    for k, (d, stride) in enumerate(zip(order, _eager_strides(lengths))):
+        source = source + torch.remainder(torch.div(memory, stride, rounding_mode="floor"), lengths[k]) * padded_strides[d]
+    return x.reshape(-1).index_select(0, _tensor(source, x.device).clamp(0, max(x.numel() - 1, 0)))
+
+
+def _dense_order(sizes, strides):
+    """The dims from outermost to innermost when (sizes, strides) lay the elements out densely, else None."""
+    order = sorted(range(len(sizes)), key=lambda d: -strides[d])
+    expected = 1
+    for d in reversed(order):
+        if sizes[d] != 1 and strides[d] != expected:
+            return None
+        expected *= sizes[d]
+    return order
+
+
 def _view_keeps_layout(in_padded, in_dyn, out_padded, out_dyn) -> bool:
     """A plain view is exact when every group of dimensions it merges or splits has its
     dynamic dimension (if any) outermost: then the group's eager elements stay in front."""
@@ -453,8 +494,9 @@ def check(gm: torch.fx.GraphModule):
 class Interpreter:
     """Runs the graph on padded values (inside the compiled-graph scope: traced into one program)."""
 
-    def __init__(self, gm, sizes, expected):
+    def __init__(self, gm, sizes, expected, compact=None):
         self.gm, self.sizes, self.expected = gm, sizes, expected
+        self.compact = compact or {}  # output node -> its eager dim order: returned in eager's layout
 
     def run(self, args):
         env = {}
@@ -465,9 +507,17 @@ class Interpreter:
 
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
-                env[node] = next(placeholders)
+                value = next(placeholders)
+                want = self.expected(node)
+                if isinstance(value, torch.Tensor) and want is not None and value.dim() != len(want):
+                    value = _from_eager_storage(value, node, want, self.sizes)  # a storage's first elements
+                env[node] = value
             elif node.op == "output":
-                return load(node.args[0])
+                outs = node.args[0]
+                if not isinstance(outs, (list, tuple)):
+                    return load(outs)
+                return [_to_eager_storage(env[o], o, self.compact[o], self.sizes) if o in self.compact else load(o)
+                        for o in outs]
             elif node.op == "get_attr":  # a constant tensor of the graph
                 env[node] = torch.fx.graph_module._get_attr(self.gm, node.target)
             elif node.target in SKIPPED:
@@ -739,6 +789,17 @@ class BucketedGraph:
         self.used = symbols | {_expr(_val(p)) for p in self.placeholders if _is_size_node(p) and p.users}
         self.mutated = {n.args[0] for n in gm.graph.nodes
                         if n.op == "call_function" and n.target == aten.copy_.default and n.args[0].op == "placeholder"}
+        # Outputs the program returns in eager's dense layout (flat), cut back by a view: no eager op.
+        self.compact = {}
+        outs = self.output.args[0]
+        for o in (outs if isinstance(outs, (list, tuple)) else []):
+            v = _val(o) if isinstance(o, torch.fx.Node) else None
+            if isinstance(v, torch.Tensor) and _dyn_dims(o) and _viewed_placeholder(o) is None:
+                hint = {s: sympy.Integer(2 + i) for i, s in enumerate(self.symbols)}  # stride order at sizes >= 2
+                order = _dense_order([_substitute(_expr(x), hint) for x in v.shape],
+                                     [_substitute(_expr(x), hint) for x in v.stride()])
+                if order is not None and _val(o).storage_offset() == 0:
+                    self.compact[o] = order
         self._expected = {}
 
     def real_values(self, args):
@@ -773,6 +834,22 @@ class BucketedGraph:
                 padded.append(_substitute(_expr(v), subs))
             elif isinstance(a, torch.Tensor) and _dyn_dims(p):
                 want = self.expected(key, p)
+                capacity = math.prod(want)
+                if p not in self.mutated and a.is_contiguous():
+                    # Read from a storage in eager's layout with the bucket's capacity: in place when the
+                    # tensor comes from a call of this bucket (our outputs have that capacity), else
+                    # copied once into one (a new bucket's first call, or the caller's own tensor).
+                    room = self._storage_room(key, p, capacity)
+                    if a.storage_offset() != 0 or a.untyped_storage().nbytes() != room * a.element_size():
+                        storage = torch.empty(room, dtype=a.dtype, device=a.device)
+                        storage[:a.numel()].copy_(a.reshape(-1))
+                        a = storage
+                    outer = next((d for d in range(len(want)) if want[d] != 1), 0)
+                    if all(d == outer for d in _dyn_dims(p)):
+                        padded.append(a.as_strided(want, _eager_strides(want), 0))  # eager's layout is the padded one
+                    else:  # the first elements, rearranged into the padded layout by the program
+                        padded.append(a.as_strided((capacity,), (1,), 0))
+                    continue
                 pads = []
                 for d in reversed(range(a.dim())):
                     pads += [0, want[d] - a.shape[d]]
@@ -781,9 +858,22 @@ class BucketedGraph:
                 padded.append(a)
         return padded
 
+    def _storage_room(self, key, p, capacity):
+        """The storage size (elements) that p's argument has when a call of bucket `key` made it:
+        an output of the same dtype and rank whose static sizes match p's (a cache returned and
+        passed back) has the capacity of its padded value; otherwise p's own padded size."""
+        room = capacity
+        v, dyn = _val(p), _dyn_dims(p)
+        for o in self.compact:
+            w = _val(o)
+            if w.dtype == v.dtype and w.dim() == v.dim() and all(
+                    d in dyn or w.shape[d] == v.shape[d] for d in range(v.dim())):
+                room = max(room, math.prod(self.expected(key, o)))
+        return room
+
     def trace(self, args, key, operand):
         sizes = Sizes(self.symbols, operand)
-        return Interpreter(self.gm, sizes, lambda n: self.expected(key, n)).run(args)
+        return Interpreter(self.gm, sizes, lambda n: self.expected(key, n), self.compact).run(args)
 
     def cut_outputs(self, outs, values, padded_args, args):
         """The padded results at their real sizes; in-place updates of padded inputs written back."""
@@ -803,6 +893,9 @@ class BucketedGraph:
                 real = [[_substitute(_expr(x), subs) for x in xs] for xs in (v.shape, v.stride())]
                 offset = _substitute(_expr(v.storage_offset()), subs)
                 result.append(args[self.placeholders.index(base)].as_strided(real[0], real[1], offset))
+            elif node in self.compact:  # already in eager's layout: a view of its first elements
+                real = [[_substitute(_expr(x), subs) for x in xs] for xs in (v.shape, v.stride())]
+                result.append(o.as_strided(real[0], real[1], 0))
             elif isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and _dyn_dims(node):
                 real = [_substitute(_expr(s), subs) for s in v.shape]
                 cut = o[tuple(slice(0, n) for n in real)]
