@@ -801,6 +801,8 @@ class BucketedGraph:
                 if order is not None and _val(o).storage_offset() == 0:
                     self.compact[o] = order
         self._expected = {}
+        self._inputs = {}  # bucket key -> _input_plan
+        self._outputs = None  # _output_plan
 
     def real_values(self, args):
         values = []
@@ -824,38 +826,55 @@ class BucketedGraph:
             cache[node] = [_substitute(_expr(s), subs) for s in v.shape]
         return cache[node]
 
+    def _input_plan(self, key):
+        """Per placeholder, how a call of bucket `key` passes its argument (built once per bucket):
+        ("size", value) | ("read", padded sizes, capacity, storage room, eager layout is padded) |
+        ("pad", padded sizes) | None (as it is)."""
+        plan = self._inputs.get(key)
+        if plan is None:
+            subs = dict(zip(self.symbols, map(sympy.Integer, key)))
+            plan = []
+            for p in self.placeholders:
+                v = _val(p)
+                if isinstance(v, (torch.SymInt, torch.SymFloat)):
+                    plan.append(("size", _substitute(_expr(v), subs)))
+                elif isinstance(v, torch.Tensor) and _dyn_dims(p):
+                    want = self.expected(key, p)
+                    outer = next((d for d in range(len(want)) if want[d] != 1), 0)
+                    plan.append(("read", want, math.prod(want), self._storage_room(key, p, math.prod(want)),
+                                 all(d == outer for d in _dyn_dims(p))) if p not in self.mutated else ("pad", want))
+                else:
+                    plan.append(None)
+            self._inputs[key] = plan
+        return plan
+
     def pad_inputs(self, args, key):
         """The call's arguments at bucket sizes (sizes as bucket values, tensors padded)."""
-        subs = dict(zip(self.symbols, map(sympy.Integer, key)))
         padded = []
-        for p, a in zip(self.placeholders, args):
-            v = _val(p)
-            if isinstance(v, (torch.SymInt, torch.SymFloat)):
-                padded.append(_substitute(_expr(v), subs))
-            elif isinstance(a, torch.Tensor) and _dyn_dims(p):
-                want = self.expected(key, p)
-                capacity = math.prod(want)
-                if p not in self.mutated and a.is_contiguous():
-                    # Read from a storage in eager's layout with the bucket's capacity: in place when the
-                    # tensor comes from a call of this bucket (our outputs have that capacity), else
-                    # copied once into one (a new bucket's first call, or the caller's own tensor).
-                    room = self._storage_room(key, p, capacity)
-                    if a.storage_offset() != 0 or a.untyped_storage().nbytes() != room * a.element_size():
-                        storage = torch.empty(room, dtype=a.dtype, device=a.device)
-                        storage[:a.numel()].copy_(a.reshape(-1))
-                        a = storage
-                    outer = next((d for d in range(len(want)) if want[d] != 1), 0)
-                    if all(d == outer for d in _dyn_dims(p)):
-                        padded.append(a.as_strided(want, _eager_strides(want), 0))  # eager's layout is the padded one
-                    else:  # the first elements, rearranged into the padded layout by the program
-                        padded.append(a.as_strided((capacity,), (1,), 0))
-                    continue
+        for how, a in zip(self._input_plan(key), args):
+            if how is None or not isinstance(a, torch.Tensor) and how[0] != "size":
+                padded.append(a)
+            elif how[0] == "size":
+                padded.append(how[1])
+            elif how[0] == "read" and a.is_contiguous():
+                # Read from a storage in eager's layout with the bucket's capacity: in place when the
+                # tensor comes from a call of this bucket (our outputs have that capacity), else
+                # copied once into one (a new bucket's first call, or the caller's own tensor).
+                _, want, capacity, room, same_layout = how
+                if a.storage_offset() != 0 or a.untyped_storage().nbytes() != room * a.element_size():
+                    storage = torch.empty(room, dtype=a.dtype, device=a.device)
+                    storage[:a.numel()].copy_(a.reshape(-1))
+                    a = storage
+                if same_layout:  # eager's layout is the padded one
+                    padded.append(a.as_strided(want, _eager_strides(want), 0))
+                else:  # the first elements, rearranged into the padded layout by the program
+                    padded.append(a.as_strided((capacity,), (1,), 0))
+            else:
+                want = how[1]
                 pads = []
                 for d in reversed(range(a.dim())):
                     pads += [0, want[d] - a.shape[d]]
                 padded.append(torch.nn.functional.pad(a, pads) if any(pads) else a)
-            else:
-                padded.append(a)
         return padded
 
     def _storage_room(self, key, p, capacity):
@@ -875,41 +894,78 @@ class BucketedGraph:
         sizes = Sizes(self.symbols, operand)
         return Interpreter(self.gm, sizes, lambda n: self.expected(key, n), self.compact).run(args)
 
+    def _output_plan(self):
+        """Per output: how its real value is made from the program's, and one function of the
+        symbols' values giving every output's real sizes, strides and offset (sympy, compiled once)."""
+        if self._outputs is None:
+            nodes = self.output.args[0]
+            nodes = nodes if isinstance(nodes, (list, tuple)) else [nodes]
+            plan, exprs = [], []
+            for node in nodes:
+                v = _val(node) if isinstance(node, torch.fx.Node) else None
+                if isinstance(v, (torch.SymInt, torch.SymFloat)):
+                    how = "size"
+                elif not isinstance(v, torch.Tensor) or not (_dyn_dims(node) or _viewed_placeholder(node)):
+                    plan.append(None)
+                    continue
+                elif _viewed_placeholder(node) is not None:
+                    how = ("view", self.placeholders.index(_viewed_placeholder(node)))
+                elif node in self.compact:
+                    how = "compact"
+                else:
+                    how = "cut"
+                meta = [_expr(v)] if how == "size" else [_expr(x) for x in (*v.shape, *v.stride(), v.storage_offset())]
+                plan.append((how, len(exprs), len(meta), 0 if how == "size" else v.dim()))
+                exprs += meta
+            self._outputs = (plan, _evaluator(self.symbols, exprs))
+        return self._outputs
+
     def cut_outputs(self, outs, values, padded_args, args):
         """The padded results at their real sizes; in-place updates of padded inputs written back."""
-        subs = dict(zip(self.symbols, map(sympy.Integer, values)))
-        nodes = self.output.args[0]
-        single = not isinstance(nodes, (list, tuple))
-        nodes, outs = ([nodes], [outs]) if single else (nodes, outs)
+        plan, evaluate = self._output_plan()
+        meta = evaluate(values)
+        single = not isinstance(self.output.args[0], (list, tuple))
+        outs = [outs] if single else outs
         result = []
-        for node, o in zip(nodes, outs):
-            v = _val(node) if isinstance(node, torch.fx.Node) else None
-            base = _viewed_placeholder(node) if isinstance(v, torch.Tensor) else None
-            if isinstance(v, (torch.SymInt, torch.SymFloat)):
-                result.append(_substitute(_expr(v), subs))
-            elif base is not None:
+        for how, o in zip(plan, outs):
+            if how is None:
+                result.append(o)
+                continue
+            kind, at, count, rank = how
+            m = meta[at:at + count]
+            if kind == "size":
+                result.append(m[0])
+                continue
+            size, stride, offset = m[:rank], m[rank:2 * rank], m[2 * rank]
+            if kind != "cut" and kind != "compact":
                 # A view of an input in eager: the same view of the caller's tensor (AOTAutograd
                 # regenerates such outputs from their base, reading sizes, strides and offset).
-                real = [[_substitute(_expr(x), subs) for x in xs] for xs in (v.shape, v.stride())]
-                offset = _substitute(_expr(v.storage_offset()), subs)
-                result.append(args[self.placeholders.index(base)].as_strided(real[0], real[1], offset))
-            elif node in self.compact:  # already in eager's layout: a view of its first elements
-                real = [[_substitute(_expr(x), subs) for x in xs] for xs in (v.shape, v.stride())]
-                result.append(o.as_strided(real[0], real[1], 0))
-            elif isinstance(o, torch.Tensor) and isinstance(v, torch.Tensor) and _dyn_dims(node):
-                real = [_substitute(_expr(s), subs) for s in v.shape]
-                cut = o[tuple(slice(0, n) for n in real)]
-                strides = [_substitute(_expr(s), subs) for s in v.stride()]
-                if strides == _eager_strides(real):  # a copy of its own, not a view of the padded storage
+                result.append(args[kind[1]].as_strided(size, stride, offset))
+            elif kind == "compact":  # already in eager's layout: a view of its first elements
+                result.append(o.as_strided(size, stride, 0))
+            else:
+                cut = o[tuple(slice(0, n) for n in size)]
+                if stride == _eager_strides(size):  # a copy of its own, not a view of the padded storage
                     result.append(cut.clone(memory_format=torch.contiguous_format))
                 else:
-                    result.append(torch.empty_strided(real, strides, dtype=o.dtype, device=o.device).copy_(cut))
-            else:
-                result.append(o)
+                    result.append(torch.empty_strided(size, stride, dtype=o.dtype, device=o.device).copy_(cut))
         for i, p in enumerate(self.placeholders):
             if p in self.mutated and padded_args[i] is not args[i]:
                 args[i].copy_(padded_args[i][tuple(slice(0, n) for n in args[i].shape)])
         return result[0] if single else result
+
+
+_SYMPY_FUNCTIONS = {"FloorDiv": lambda a, b: a // b, "Mod": lambda a, b: a % b, "PythonMod": lambda a, b: a % b,
+                    "CeilDiv": lambda a, b: -(-a // b), "Max": max, "Min": min}
+
+
+def _evaluator(symbols, exprs):
+    """A function from the symbols' values to the expressions' values (ints where integral)."""
+    try:
+        fn = sympy.lambdify(symbols, exprs, modules=[_SYMPY_FUNCTIONS, "math"])
+        return lambda values: [int(x) if float(x).is_integer() else x for x in fn(*values)]
+    except Exception:
+        return lambda values: [_substitute(e, dict(zip(symbols, map(sympy.Integer, values)))) for e in exprs]
 
 
 def plan(gm: torch.fx.GraphModule):
