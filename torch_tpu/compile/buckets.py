@@ -220,26 +220,6 @@ def _eager_strides(lengths):
     return strides[::-1]
 
 
-def _regather_view(x, in_node, out_node, out_padded, sizes):
-    """x viewed as out_node's shape when the view moves eager elements: each output position
-    reads the input position holding the same eager (row-major) element."""
-    in_len = [sizes.of(e) for e in _shape(in_node)]
-    out_len = [sizes.of(e) for e in _shape(out_node)]
-    rank = len(out_padded)
-    linear = 0
-    for d, stride in enumerate(_eager_strides(out_len)):
-        shape = [1] * rank
-        shape[d] = out_padded[d]
-        linear = linear + torch.arange(out_padded[d], device=x.device).view(shape) * stride
-    padded_strides = _eager_strides(list(x.shape))
-    source = 0
-    for d, (stride, n) in enumerate(zip(_eager_strides(in_len), in_len)):
-        source = source + torch.remainder(torch.div(linear, stride, rounding_mode="floor"), n) * padded_strides[d]
-    source = _tensor(source, x.device).expand(out_padded).reshape(-1)
-    flat = x.reshape(-1)
-    return flat.index_select(0, source.clamp(0, max(flat.numel() - 1, 0))).view(out_padded)
-
-
 def _grid(shape, strides, device):
     """sum_d position_d * strides[d] over a grid of `shape` (strides: ints or 0-dim tensors)."""
     total = torch.zeros((), dtype=torch.int64, device=device)
@@ -250,11 +230,35 @@ def _grid(shape, strides, device):
     return total
 
 
+def _padded_position(offset, lengths, dims, padded_shape):
+    """The padded position of the element at row-major `offset` over real `lengths` (of `dims`,
+    outermost first) in a tensor of `padded_shape`."""
+    padded_strides = _eager_strides(padded_shape)
+    position = 0
+    for d, n, stride in zip(dims, lengths, _eager_strides(lengths)):
+        position = position + torch.remainder(torch.div(offset, stride, rounding_mode="floor"), n) * padded_strides[d]
+    return position
+
+
+def _gather(flat, index, shape):
+    """flat[index] (clamped into range: positions past the real elements read anything) as `shape`."""
+    index = _tensor(index, flat.device).expand(shape).reshape(-1)
+    return flat.index_select(0, index.clamp(0, max(flat.numel() - 1, 0))).view(shape)
+
+
+def _regather_view(x, in_node, out_node, out_padded, sizes):
+    """x viewed as out_node's shape when the view moves eager elements: each output position
+    reads the input position holding the same eager (row-major) element."""
+    in_len = [sizes.of(e) for e in _shape(in_node)]
+    out_len = [sizes.of(e) for e in _shape(out_node)]
+    offset = _grid(out_padded, _eager_strides(out_len), x.device)
+    return _gather(x.reshape(-1), _padded_position(offset, in_len, range(x.dim()), list(x.shape)), out_padded)
+
+
 def _from_eager_storage(flat, node, padded, sizes):
     """The padded value of `node` from `flat`, the first elements of a storage holding it in eager's
     contiguous layout: each padded position reads the element with its eager offset."""
-    offsets = _grid(padded, _eager_strides([sizes.of(e) for e in _shape(node)]), flat.device)
-    return flat.index_select(0, offsets.reshape(-1).clamp(0, flat.numel() - 1)).view(padded)
+    return _gather(flat, _grid(padded, _eager_strides([sizes.of(e) for e in _shape(node)]), flat.device), padded)
 
 
 def _to_eager_storage(x, node, order, sizes):
@@ -262,12 +266,8 @@ def _to_eager_storage(x, node, order, sizes):
     first: a dense layout), in a flat tensor of x.numel(): memory position m holds the element eager
     stores at offset m; positions past the real element count hold anything."""
     lengths = [sizes.of(_shape(node)[d]) for d in order]
-    padded_strides = _eager_strides(list(x.shape))
     memory = torch.arange(x.numel(), device=x.device)
-    source = 0
-    for k, (d, stride) in enumerate(zip(order, _eager_strides(lengths))):
-        source = source + torch.remainder(torch.div(memory, stride, rounding_mode="floor"), lengths[k]) * padded_strides[d]
-    return x.reshape(-1).index_select(0, _tensor(source, x.device).clamp(0, max(x.numel() - 1, 0)))
+    return _gather(x.reshape(-1), _padded_position(memory, lengths, order, list(x.shape)), [x.numel()])
 
 
 def _dense_order(sizes, strides):
@@ -423,6 +423,11 @@ def _value_positions(node):
     return found
 
 
+def _rule_name(op):
+    """The Interpreter method holding op's rule: aten.slice.Tensor -> _aten_slice_Tensor."""
+    return "_" + str(op).replace(".", "_")
+
+
 def check(gm: torch.fx.GraphModule):
     """Raises Unsupported naming the first op the rules cannot keep exact."""
     for node in gm.graph.nodes:
@@ -462,12 +467,7 @@ def check(gm: torch.fx.GraphModule):
                 raise Unsupported(f"{t} with scale_grad_by_freq")
             continue
         x = node.args[0] if node.args else None
-        if t in (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.cat.default,
-                 aten.slice.Tensor, aten.select.int, aten.constant_pad_nd.default, aten.native_layer_norm_backward.default,
-                 aten.nll_loss_forward.default, aten.nll_loss_backward.default, aten.nll_loss2d_forward.default,
-                 aten.nll_loss2d_backward.default, aten.mean.dim, aten.mean.default, aten.var.correction,
-                 aten.var_mean.correction, aten.std.correction, aten._softmax_backward_data.default,
-                 aten._log_softmax_backward_data.default, aten.linalg_vector_norm.default):
+        if hasattr(Interpreter, _rule_name(t)):
             if t == aten.constant_pad_nd.default and any(p < 0 for p in node.args[1]):
                 raise Unsupported(f"{t} with negative padding")
             if t == aten.linalg_vector_norm.default and not (len(node.args) < 2 or node.args[1] > 0):
@@ -572,7 +572,7 @@ class Interpreter:
                 if mask is not None:
                     args[i] = torch.where(mask, args[i], 0)
             return t(*args, **kwargs)
-        rule = getattr(self, "_" + str(t).replace(".", "_"), None)
+        rule = getattr(self, _rule_name(t), None)
         return rule(node, args, kwargs) if rule else t(*args, **kwargs)
 
     # Means and variances divide by the real count.
