@@ -483,6 +483,11 @@ def check(gm: torch.fx.GraphModule):
             if dim % _val(x).dim() in _dyn_dims(x):
                 raise Unsupported(f"{t} along a dynamic dimension")
             continue
+        if t == aten.repeat.default:  # tiling a dynamic dimension would interleave its padding
+            repeats, rank = node.args[1], _val(x).dim()
+            if any(repeats[len(repeats) - rank + d] != 1 for d in _dyn_dims(x)):
+                raise Unsupported(f"{t} along a dynamic dimension")
+            continue
         if t == aten.index.Tensor:
             indexed = [d for d, i in enumerate(node.args[1]) if i is not None]
             if any(d in _dyn_dims(x) for d in indexed):
