@@ -67,7 +67,7 @@ def test_views_slices_and_concatenation_along_a_dynamic_length(mode):
         merged = x.reshape(2 * n, 6)  # the length merged with the batch: moves eager elements
         return (merged, merged.sum(0), x[:, -1], x[:, -3:], x[:, 1:], x[:, :-1], torch.cat([x, y], 1),
                 torch.cat([x, y], 1).sum(1), torch.cat([x, y], 2), F.pad(x, (0, 0, 1, 2), value=5.0),
-                x.view(2, n, 2, 3), x.transpose(1, 2).reshape(12, n), x[:, 2:], x.flatten(), x.repeat(3, 1, 2))
+                x.view(2, n, 2, 3), x.transpose(1, 2).reshape(12, n), x[:, 2:], x.flatten(), x.repeat(1, 1, 2))
 
     compiled = torch.compile(f, backend="tpu", dynamic=True)
     lengths = [5, 7, 6, 9, 12]
