@@ -67,7 +67,7 @@ def test_views_slices_and_concatenation_along_a_dynamic_length(mode):
         merged = x.reshape(2 * n, 6)  # the length merged with the batch: moves eager elements
         return (merged, merged.sum(0), x[:, -1], x[:, -3:], x[:, 1:], x[:, :-1], torch.cat([x, y], 1),
                 torch.cat([x, y], 1).sum(1), torch.cat([x, y], 2), F.pad(x, (0, 0, 1, 2), value=5.0),
-                x.view(2, n, 2, 3), x.transpose(1, 2).reshape(12, n), x[:, 2:], x.flatten(), x.repeat(1, 1, 2))
+                x.view(2, n, 2, 3), x.transpose(1, 2).reshape(12, n), x[:, 2:], x.flatten())
 
     compiled = torch.compile(f, backend="tpu", dynamic=True)
     lengths = [5, 7, 6, 9, 12]
@@ -96,14 +96,15 @@ def test_index_ops_never_read_the_padding(mode):
 
 def test_scatter_adds_and_runtime_positions(mode):
     # Padded index entries add nothing (their source elements are zeroed); a slice or select
-    # at a symbolic position of a static dimension reads at the real position.
+    # at a symbolic position of a static dimension reads at the real position; repeat tiles a
+    # static dimension.
     table = _data(16, 3, seed=7)
 
     def f(ids, src, table):
         n = ids.shape[0]
         acc = torch.zeros(6, 3, dtype=src.dtype, device=src.device).index_add(0, ids, src)
         sc = torch.zeros(6, 3, dtype=src.dtype, device=src.device).scatter_add(0, ids.unsqueeze(1).expand(n, 3), src)
-        return acc, sc, table[n:n + 2], table[n], table[:n].sum(0)
+        return acc, sc, table[n:n + 2], table[n], table[:n].sum(0), src.repeat(1, 2)
 
     compiled = torch.compile(f, backend="tpu")
     lengths = [5, 7, 9, 12]
