@@ -235,6 +235,7 @@ void registerCompileBindings(py::module& m) {
   py::class_<CapturedGraph, std::shared_ptr<CapturedGraph>>(m, "_CapturedGraph")
       .def(py::init<>())
       .def_readonly("complete", &CapturedGraph::complete)
+      .def_readonly("zero_read_storages", &CapturedGraph::zeroRead)
       .def_readonly("device", &CapturedGraph::device)
       // A random op drew from a generator other than the device default: replay cannot draw again.
       .def_property_readonly("uses_foreign_generator", [](const CapturedGraph& g) {

@@ -157,9 +157,10 @@ Value FusedGraph::storageValue(hlo::Builder& b, DeviceStorage* s, hlo::DType as)
     if (recording_) recording_->params.push_back({RecordedParam::Kind::Storage, static_cast<int32_t>(order_.size())});
   } else {
     v = b.full(hlo::Type{as, {static_cast<int64_t>(s->nbytes / hlo::byteWidth(as))}}, 0);
-    // Never-written memory read as zeros is baked into the module: a replay with a written
-    // storage there would be wrong, so such a graph is not captured.
-    capture_.reset();
+    // Never-written memory read as zeros is baked into the module: right at every replay for a
+    // storage the graph allocated itself (repeat's fresh output, written through views), wrong
+    // for an argument written since; replay.build_plan refuses a graph that did this to an argument.
+    if (capture_) capture_->zeroRead.push_back(s->address);
   }
   values_.emplace(s, v);
   touchSlot(s);

@@ -70,6 +70,9 @@ struct CapturedGraph {
   // Set when the capture holds the whole graph: one flush at the graph's end, nothing cut
   // earlier (a host read inside the graph flushes part of it: not replayable).
   bool complete = false;
+  // Storages the graph read before anything wrote them (their zeros are constants of the module):
+  // harmless for storages the graph allocated, wrong for a replay whose argument holds values there.
+  std::vector<uintptr_t> zeroRead;
 };
 
 class FusedGraph final : public TraceContext {

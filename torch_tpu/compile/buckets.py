@@ -867,7 +867,7 @@ class BucketedGraph:
                 # copied once into one (a new bucket's first call, or the caller's own tensor).
                 _, want, capacity, room, same_layout = how
                 if a.storage_offset() != 0 or a.untyped_storage().nbytes() != room * a.element_size():
-                    storage = torch.empty(room, dtype=a.dtype, device=a.device)
+                    storage = torch.zeros(room, dtype=a.dtype, device=a.device)  # all written: replayable
                     storage[:a.numel()].copy_(a.reshape(-1))
                     a = storage
                 if same_layout:  # eager's layout is the padded one

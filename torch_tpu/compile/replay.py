@@ -77,6 +77,8 @@ def build_plan(graph, args, out):
     for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
             arg_of.setdefault(a.untyped_storage().data_ptr(), i)
+    if any(addr in arg_of for addr in graph.zero_read_storages):
+        return None  # read an argument before anything wrote it: its zeros are constants of the program
     params = []
     for addr in graph.param_storages:
         if addr == 0:
