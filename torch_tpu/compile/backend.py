@@ -11,6 +11,8 @@ cache tiers (FusedGraph.cpp). There is no second lowering table.
 
 From the second call on, a graph whose first run was captured whole is replayed: its
 executable is launched on the new input buffers without running the FX graph (replay.py).
+A graph with symbolic sizes (dynamic=True, mark_dynamic) runs padded to size buckets, one
+program per bucket, with the real sizes as a runtime operand (buckets.py).
 
 What the runtime wrappers of AOTAutograd do outside the graph (input mutations of
 training graphs written back with copy_, aliased outputs regenerated as views, the

@@ -14,9 +14,10 @@ argument; a plan is kept per float32 matmul precision too. Otherwise the call is
 
 Random ops: each one's {seed, offset} operand is drawn again from the device's default
 generator at every replay, in the traced order, so the generator advances as in eager.
-Each graph keeps a plan per argument signature (bounded, `Plans`): with dynamic shapes a
-signature includes the sizes' values, which the traced program holds as constants.
-Not replayed: graphs drawing from an explicit generator, graphs with CPU-tensor
+Each graph keeps a plan per argument signature (bounded, `Plans`): a graph with symbolic
+sizes has one per size bucket (buckets.py), or one per size when it runs at exact sizes.
+Not replayed: graphs drawing from an explicit generator, graphs reading an argument that
+nothing had written (its zeros are constants of the program), graphs with CPU-tensor
 arguments (their values may become operands; backend.cpu_scalars_used_on_tpu moves the
 0-dim ones that only feed tpu math to tpu first), graphs cut by a host read.
 """
