@@ -519,10 +519,10 @@ class Interpreter:
                 env[node] = value
             elif node.op == "output":
                 outs = node.args[0]
-                if not isinstance(outs, (list, tuple)):
-                    return load(outs)
-                return [_to_eager_storage(env[o], o, self.compact[o], self.sizes) if o in self.compact else load(o)
-                        for o in outs]
+                single = not isinstance(outs, (list, tuple))
+                values = [_to_eager_storage(env[o], o, self.compact[o], self.sizes) if o in self.compact else load(o)
+                          for o in ([outs] if single else outs)]
+                return values[0] if single else values
             elif node.op == "get_attr":  # a constant tensor of the graph
                 env[node] = torch.fx.graph_module._get_attr(self.gm, node.target)
             elif node.target in SKIPPED:
@@ -803,7 +803,7 @@ class BucketedGraph:
                 hint = {s: sympy.Integer(2 + i) for i, s in enumerate(self.symbols)}  # stride order at sizes >= 2
                 order = _dense_order([_substitute(_expr(x), hint) for x in v.shape],
                                      [_substitute(_expr(x), hint) for x in v.stride()])
-                if order is not None and _val(o).storage_offset() == 0:
+                if order is not None and _expr(v.storage_offset()) == 0:
                     self.compact[o] = order
         self._expected = {}
         self._inputs = {}  # bucket key -> _input_plan
