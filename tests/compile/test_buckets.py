@@ -25,19 +25,28 @@ def _flat(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
+def _assert_within_cpu_error(got, want, exact, floor=1e-5, rtol=1e-5, msg=None):
+    """got (tpu) against exact (CPU in float64): within floor plus 4x the error CPU float32 (want) makes."""
+    assert got.device.type == "tpu" and got.shape == want.shape and got.dtype == want.dtype
+    if not want.is_floating_point():
+        assert torch.equal(got.cpu(), want)
+        return
+    tol = 4 * (want.double() - exact).abs().max().item() + floor
+    torch.testing.assert_close(got.detach().cpu().double(), exact.detach(), atol=tol, rtol=rtol, msg=msg)
+
+
+def _doubled(inputs):
+    return [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+
+
 def _assert_like_cpu(got, fn, *inputs):
     """got (tpu results of fn on the inputs) against fn on CPU, within CPU's own float32 error."""
     want = _flat(fn(*inputs))
-    exact = _flat(fn(*[x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]))
+    exact = _flat(fn(*_doubled(inputs)))
     got = _flat(got)
     assert len(got) == len(want)
     for g, w, e in zip(got, want, exact):
-        assert g.device.type == "tpu" and g.shape == w.shape and g.dtype == w.dtype
-        if w.is_floating_point():
-            tol = 4 * (w.double() - e).abs().max().item() + 1e-5
-            torch.testing.assert_close(g.cpu().double(), e, atol=tol, rtol=1e-5)
-        else:
-            assert torch.equal(g.cpu(), w)
+        _assert_within_cpu_error(g, w, e)
 
 
 def _lengths_in(buckets_seen):
@@ -158,20 +167,23 @@ class _TinyLM(torch.nn.Module):
 
 
 def test_training_step_over_variable_lengths(mode):
-    cpu, tpu = _TinyLM(), _TinyLM().to("tpu")
+    cpu, cpu64, tpu = _TinyLM(), _TinyLM().double(), _TinyLM().to("tpu")
     compiled = torch.compile(tpu, backend="tpu", dynamic=True)
     lengths = [5, 7, 6, 12, 9, 3]
     traced = _traced()
     for n in lengths:
         ids = torch.randint(0, 50, (2, n), generator=torch.Generator().manual_seed(n))
-        cpu.zero_grad(), tpu.zero_grad()
+        for m in (cpu, cpu64, tpu):
+            m.zero_grad()
         loss, last = compiled(ids.to("tpu"))
         want_loss, want_last = cpu(ids)
-        loss.backward(), want_loss.backward()
-        torch.testing.assert_close(loss.detach().cpu(), want_loss.detach(), atol=1e-6, rtol=1e-6)
+        exact_loss, _ = cpu64(ids)
+        for value in (loss, want_loss, exact_loss):
+            value.backward()
+        _assert_within_cpu_error(loss, want_loss, exact_loss, floor=1e-6, rtol=1e-6)
         assert torch.equal(last.cpu(), want_last)
-        for (name, p), q in zip(cpu.named_parameters(), tpu.parameters()):
-            torch.testing.assert_close(q.grad.cpu(), p.grad, atol=1e-6, rtol=1e-5, msg=name)
+        for (name, p), p64, q in zip(cpu.named_parameters(), cpu64.parameters(), tpu.parameters()):
+            _assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
     # a forward and a backward program per bucket (4, 8, 16)
     assert _traced() - traced == 2 * _lengths_in(lengths) == 6
 
@@ -262,8 +274,8 @@ def test_in_place_updates_of_padded_inputs_are_written_back(mode):
     compiled = torch.compile(f, backend="tpu", dynamic=True)
     for n in (3, 5, 6):
         x, y = _data(n, 4, seed=n), _data(n, 4, seed=n + 1)
-        xt = x.to("tpu")
-        assert_close(compiled(xt, y.to("tpu")), f(x, y), atol=1e-6, rtol=1e-6)
+        xt, x64 = x.to("tpu"), x.double()
+        _assert_within_cpu_error(compiled(xt, y.to("tpu")), f(x, y), f(x64, y.double()), floor=1e-6, rtol=1e-6)
         assert_close(xt, x)
 
 

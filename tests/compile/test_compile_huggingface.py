@@ -25,11 +25,15 @@ def _tiny_llama():
     return transformers.LlamaForCausalLM(cfg).eval()
 
 
+def _models_and_prompt(make):
+    """The model on CPU and on tpu (same weights), and an 8-token prompt."""
+    ids = torch.randint(2, 100, (1, 8), generator=torch.Generator().manual_seed(1))
+    return make(), make().to("tpu"), ids
+
+
 @pytest.mark.parametrize("make", [_tiny_gpt2, _tiny_llama], ids=["gpt2", "llama"])
 def test_static_cache_generate_matches_eager(mode, make):
-    cpu = make()
-    tpu = make().to("tpu")
-    ids = torch.randint(2, 100, (1, 8), generator=torch.Generator().manual_seed(1))
+    cpu, tpu, ids = _models_and_prompt(make)
     want = cpu.generate(ids, max_new_tokens=6, do_sample=False)
     eager = tpu.generate(ids.to("tpu"), max_new_tokens=6, do_sample=False)
     graphs, replays = _C._executor_stats()["compiled_graphs"], _C._fused_stats()["replays"]
@@ -54,9 +58,7 @@ def test_gpt2_compiled_forward_matches_cpu(mode):
 def test_dynamic_cache_generate_with_compiled_forward(mode, make):
     # transformers' default DynamicCache grows by one position per token (torch.cat): with
     # dynamic=True the forward is traced once per cache-length bucket (compile/buckets.py).
-    cpu = make()
-    tpu = make().to("tpu")
-    ids = torch.randint(2, 100, (1, 8), generator=torch.Generator().manual_seed(1))
+    cpu, tpu, ids = _models_and_prompt(make)
     want = cpu.generate(ids, max_new_tokens=24, do_sample=False)
     tpu.forward = torch.compile(tpu.forward, backend="tpu", dynamic=True)
     graphs, replays = _C._executor_stats()["compiled_graphs"], _C._fused_stats()["replays"]
