@@ -126,7 +126,8 @@ class ReplayPlan {
     return true;
   }
 
-  // The graph's outputs, or None when the launch cannot run now (then the call is traced).
+  // The graph's outputs; None when `args` do not match the capture; False when they match
+  // but the launch cannot run now (a donated buffer is shared): then the call is traced.
   py::object run(py::list args) const {
     if (!matches(args)) return py::none();
     std::vector<at::Tensor> inputs(params_.size()), targets(results_.size());
@@ -138,7 +139,7 @@ class ReplayPlan {
     try {
       raw = launchCapturedGraph(*graph_, inputs, targets);
     } catch (const std::exception&) {  // e.g. a donated buffer is shared now
-      return py::none();
+      return py::bool_(false);
     }
     py::list outs(outputs_.size());
     for (size_t k = 0; k < outputs_.size(); ++k) {

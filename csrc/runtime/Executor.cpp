@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "BufferReaper.h"
 #include "CompileCache.h"
 #include "DeviceTrace.h"
 #include "ExecutionMode.h"
@@ -633,7 +634,12 @@ void Executor::noteFusedProgramLocked(bool compiled, double seconds) {
 }
 
 void Executor::trackInFlightLocked(const std::shared_ptr<pjrt::Buffer>& buffer, int device) {
-  if (inFlight_.size() > 256) std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
+  // Dead buffers are dropped when the list doubles: amortised O(1) per result, however many
+  // buffers stay alive (a model's parameters and optimizer state).
+  if (inFlight_.size() >= std::max<size_t>(256, 2 * inFlightPruned_)) {
+    std::erase_if(inFlight_, [](auto& w) { return w.expired(); });
+    inFlightPruned_ = inFlight_.size();
+  }
   inFlight_.push_back(buffer);
   Streams::get().noteLaunch(device, buffer);  // what events recorded on the current stream wait for
 }
@@ -649,12 +655,14 @@ void Executor::synchronize() {
   // must not be awaited below.
   for (RunningGraph& g : graphs) g.done.await();
   graphs.clear();
+  BufferReaper::get().drain();  // so are the finished graphs' inputs retired before
   std::vector<std::shared_ptr<pjrt::Buffer>> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& w : inFlight_)
       if (auto p = w.lock()) pending.push_back(std::move(p));
     inFlight_.clear();
+    inFlightPruned_ = 0;
   }
   for (auto& p : pending) p->awaitReady();
   std::vector<HostTransfer> transfers;

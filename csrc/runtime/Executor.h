@@ -161,6 +161,7 @@ class Executor {
   MappingBudget mappings_;
   std::unordered_map<std::vector<int64_t>, std::shared_ptr<pjrt::Buffer>, KeyHash> operandCache_;
   std::vector<std::weak_ptr<pjrt::Buffer>> inFlight_;
+  size_t inFlightPruned_ = 0;  // inFlight_'s size after the last pruning
   std::vector<DeviceFlag> flags_;
   struct FlagCause {
     bool assertion;    // a failed assertion (text: its message), else an out-of-range index (text: the op)

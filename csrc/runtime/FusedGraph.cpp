@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "BufferReaper.h"
 #include "CompileCache.h"
 #include "DeviceTrace.h"
 #include "Executor.h"
@@ -200,27 +201,26 @@ std::optional<Value> FusedGraph::viewOffset(hlo::Builder& b, const TensorArg& a,
 }
 
 void FusedGraph::releaseFinished() {
-  while (!running_.empty() && running_.front().done.ready()) running_.pop_front();
+  auto retireFront = [this] {
+    BufferReaper::get().retire(running_.front().inputs);  // freed off this thread
+    running_.pop_front();
+  };
+  while (!running_.empty() && running_.front().done.ready()) retireFront();
   // Bounded: a host that outruns the device waits here rather than piling up graphs.
   while (running_.size() > 4) {
     running_.front().done.await();
-    running_.pop_front();
+    retireFront();
   }
 }
 
-void FusedGraph::releaseHolders(const pjrt::Buffer* buffer) {
+void FusedGraph::dropRunningHolds(const pjrt::Buffer* buffer) {
   // A program launched earlier (the backward graph, when the optimizer step replays right
-  // after it) may still read a buffer the next program overwrites in place: wait for the
-  // programs that hold it, oldest first, so the buffer can be donated.
-  auto holds = [buffer](const RunningGraph& r) {
-    for (const auto& in : r.inputs)
-      if (in.get() == buffer) return true;
-    return false;
-  };
-  while (std::any_of(running_.begin(), running_.end(), holds)) {
-    running_.front().done.await();
-    running_.pop_front();
-  }
+  // after it) may still read a buffer the next program donates. PJRT orders a donating
+  // execution after every pending use of the buffer, so the running graph's own reference is
+  // not needed to keep it alive: drop it, rather than wait for that program.
+  for (RunningGraph& r : running_)
+    for (std::shared_ptr<pjrt::Buffer>& in : r.inputs)
+      if (in.get() == buffer) in.reset();
 }
 
 FusedStats FusedGraph::stats() const {
@@ -477,7 +477,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
     DeviceStorage* s = inputs.at(p);
     if (!s || !s->buffer || s->inGraph || s->elem != cp.elem || s->nbytes != cp.nbytes)
       throw std::runtime_error("torch_tpu: compiled graph replay: input storage does not match its capture");
-    if (cp.donated && s->buffer.use_count() != 1) releaseHolders(s->buffer.get());
+    if (cp.donated && s->buffer.use_count() != 1) dropRunningHolds(s->buffer.get());
     if (cp.donated && s->buffer.use_count() != 1)
       throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
     donated += cp.donated;
@@ -548,7 +548,7 @@ void FusedGraph::flushReplay(const char* reason) {
     const std::shared_ptr<pjrt::Buffer>& buf = boundBuffers_[p];
     DeviceStorage* s = order_[rec->params[p].index];
     auto others = [&] { return buf.use_count() - 1 - (s && s->buffer == buf ? 1 : 0); };
-    if (others() != 0) releaseHolders(buf.get());
+    if (others() != 0) dropRunningHolds(buf.get());
     ok = others() == 0;
   }
   if (!ok) {

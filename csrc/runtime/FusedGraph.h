@@ -133,7 +133,7 @@ class FusedGraph final : public TraceContext {
   void keepRecording(const char* reason);
   void touchSlot(DeviceStorage* s);
   void releaseFinished();
-  void releaseHolders(const pjrt::Buffer* buffer);
+  void dropRunningHolds(const pjrt::Buffer* buffer);
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;

@@ -48,12 +48,13 @@ class Plans:
         whether that trace should also be captured)."""
         precision = torch.get_float32_matmul_precision()
         for p, plan in self.plans:
-            if p == precision and plan.matches(args):
-                out = plan.run(args)
-                if out is not None:
-                    return out
-                self._unreplayable_now = True
-                return None
+            if p != precision:
+                continue
+            out = plan.run(args)  # None: another signature; False: matched, cannot launch now
+            if out is None:
+                continue
+            self._unreplayable_now = out is False
+            return None if out is False else out
         self._unreplayable_now = False
         return None
 

@@ -1,0 +1,45 @@
+#include "BufferReaper.h"
+
+namespace tpu::runtime {
+
+BufferReaper& BufferReaper::get() {
+  static BufferReaper* reaper = new BufferReaper();  // lives for the process, as the Executor
+  return *reaper;
+}
+
+void BufferReaper::retire(std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) {
+  if (buffers.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    if (queue_.empty()) {
+      queue_.swap(buffers);
+    } else {
+      queue_.insert(queue_.end(), std::make_move_iterator(buffers.begin()), std::make_move_iterator(buffers.end()));
+      buffers.clear();
+    }
+  }
+  wake_.notify_one();
+}
+
+void BufferReaper::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  drained_.wait(lock, [this] { return queue_.empty() && !busy_; });
+}
+
+void BufferReaper::run() {
+  std::vector<std::shared_ptr<pjrt::Buffer>> batch;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return !queue_.empty(); });
+    batch.swap(queue_);
+    busy_ = true;
+    lock.unlock();
+    batch.clear();  // the PJRT_Buffer_Destroy calls, outside the lock
+    lock.lock();
+    busy_ = false;
+    if (queue_.empty()) drained_.notify_all();
+  }
+}
+
+}  // namespace tpu::runtime
