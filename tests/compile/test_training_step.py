@@ -109,3 +109,25 @@ def test_compiled_optimizer_step_with_a_tensor_learning_rate_and_a_scheduler_rep
     models, replays = _optimizer_steps(make, steps=6, seed=3, scheduled=True)
     assert replays >= 4
     _assert_compiled_equals_eager(models)
+
+
+def test_optimizer_step_donating_weights_a_running_backward_reads_matches_eager(mode):
+    # The optimizer graph overwrites the weights in place (donated buffers) right after the backward
+    # graph that reads them was launched: the launch does not wait for backward
+    # (FusedGraph::dropRunningHolds); PJRT runs it after backward's reads. The layers are large
+    # enough that backward is still running when the optimizer step launches.
+    torch.manual_seed(0)
+    base = nn.Sequential(nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 8))
+    models = {"eager": copy.deepcopy(base).to("tpu"), "compiled": copy.deepcopy(base).to("tpu"),
+              "cpu": copy.deepcopy(base), "f64": copy.deepcopy(base).double()}
+    opts = {k: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) for k, m in models.items()}
+    compiled = torch.compile(_step, backend="tpu")
+    g = torch.Generator().manual_seed(4)
+    replays = _C._fused_stats()["replays"]
+    for _ in range(5):
+        x, y = torch.randn(2048, 256, generator=g), torch.randn(2048, 8, generator=g)
+        for k, m in models.items():
+            w = next(m.parameters())
+            (compiled if k == "compiled" else _step)(m, opts[k], x.to(w), y.to(w))
+    assert _C._fused_stats()["replays"] - replays >= 3 * 3  # steps 3.. replay forward, backward, optimizer
+    _assert_compiled_equals_eager(models)
