@@ -12,12 +12,12 @@ void BufferReaper::retire(std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-    if (queue_.empty()) {
-      queue_.swap(buffers);
-    } else {
+    if (!queue_.empty()) {  // the thread was woken for the batch already queued
       queue_.insert(queue_.end(), std::make_move_iterator(buffers.begin()), std::make_move_iterator(buffers.end()));
       buffers.clear();
+      return;
     }
+    queue_.swap(buffers);
   }
   wake_.notify_one();
 }
