@@ -103,6 +103,26 @@ def test_index_ops_never_read_the_padding(mode):
         _assert_like_cpu(compiled(ids.to("tpu"), table.to("tpu"), pos_table.to("tpu")), f, ids, table, pos_table)
 
 
+def test_advanced_indexing_along_a_dynamic_length(mode):
+    # x[idx] along the padded length: fixed indices (a negative one counts from the real end), an
+    # index as long as the length (its padding reads row 0), a mask's causal positions (HF's masks).
+    def f(x):
+        n = x.shape[1]
+        positions = torch.arange(n, device=x.device)
+        causal = positions[None, :] <= positions[:, None]
+        reversed_positions = torch.arange(n - 1, -1, -1, device=x.device)
+        return (x[:, torch.tensor([0, -1, 2], device=x.device)], x[:, reversed_positions] * 2,
+                causal[positions][:, positions].to(x.dtype).sum(1), x[:, (positions * 3) % n].sum(1))
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    lengths = [5, 7, 6, 9, 12]
+    traced = _traced()
+    for i, n in enumerate(lengths):
+        x = _data(2, n, 4, seed=i)
+        _assert_like_cpu(compiled(x.to("tpu")), f, x)
+    assert _traced() - traced == _lengths_in(lengths) == 2
+
+
 def test_scatter_adds_and_runtime_positions(mode):
     # Padded index entries add nothing (their source elements are zeroed); a slice or select
     # at a symbolic position of a static dimension reads at the real position; repeat tiles a

@@ -68,3 +68,39 @@ def test_dynamic_cache_generate_with_compiled_forward(mode, make):
     traced = calls - (_C._fused_stats()["replays"] - replays)
     # the prompt (an empty cache), then one program per bucket of the cache lengths 8, 9, ...
     assert calls == 24 and traced == 1 + len({buckets.bucket(n) for n in range(8, 8 + calls - 1)}) == 4
+
+
+def _tiny_mistral():
+    torch.manual_seed(0)
+    cfg = transformers.MistralConfig(hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, vocab_size=99, max_position_embeddings=64, pad_token_id=0)
+    return transformers.MistralForCausalLM(cfg).eval()
+
+
+def _tiny_falcon():
+    torch.manual_seed(0)
+    cfg = transformers.FalconConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                    pad_token_id=0)
+    return transformers.FalconForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("make", [_tiny_mistral, _tiny_falcon], ids=["mistral", "falcon"])
+def test_dynamic_forward_over_lengths_traces_one_program_per_bucket(mode, make):
+    # Their graphs index the causal mask along the length (aten.index.Tensor, buckets.py) and read
+    # tensor constants (backend.constants_as_arguments): both bucketed and replayed.
+    cpu, tpu = make(), make().to("tpu")
+    forward = torch.compile(tpu, backend="tpu", dynamic=True)
+    g = torch.Generator().manual_seed(3)
+    lengths = [5, 7, 6, 9, 12, 11]
+    graphs, replays = _C._executor_stats()["compiled_graphs"], _C._fused_stats()["replays"]
+    with torch.no_grad():
+        for n in lengths:
+            ids = torch.randint(3, 99, (2, n), generator=g)
+            want = cpu(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+            exact = cpu.double()(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+            cpu.float()
+            got = forward(input_ids=ids.to("tpu"), attention_mask=torch.ones_like(ids).to("tpu")).logits
+            tol = 4 * (want.double() - exact).abs().max().item() + 1e-6
+            torch.testing.assert_close(got.cpu().double(), exact, atol=tol, rtol=1e-5)
+    traced = _C._executor_stats()["compiled_graphs"] - graphs - (_C._fused_stats()["replays"] - replays)
+    assert traced == len({buckets.bucket(n) for n in lengths}) == 2

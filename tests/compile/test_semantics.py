@@ -276,3 +276,28 @@ def test_arguments_read_before_written_are_not_replayed(mode):
     x.copy_(torch.arange(4.0))
     assert_close(f(x), torch.arange(4.0) + 1)
     assert first.shape == (4,)
+
+
+def test_graphs_with_tensor_constants_replay(mode):
+    # torch.tensor(...) inside a compiled function is a constant of the graph (lift_fresh_copy of an
+    # attribute): a CPU one moved to tpu and returned (Mistral's graphs), a tpu one concatenated with
+    # the input (Falcon's empty cache). The constants are passed to the program as arguments, so
+    # these graphs replay; every call returns fresh tensors, as eager does.
+    def f(x):
+        offset = torch.tensor(2)
+        empty = torch.tensor([], device=x.device).view(0, 3)
+        moved = offset.to(x.device)
+        return torch.cat([empty, x + moved]), moved
+
+    compiled = torch.compile(f, backend="tpu")
+    replays = _C._fused_stats()["replays"]
+    seen = []
+    for i in range(4):
+        x = _data(2, 3, seed=i)
+        out, moved = compiled(x.to("tpu"))
+        assert_close(out, x + 2)
+        assert moved.device.type == "tpu" and moved.item() == 2
+        moved.add_(1)  # the caller's tensor, not the graph's constant
+        seen.append(moved)
+    assert len({t.untyped_storage().data_ptr() for t in seen}) == 4
+    assert _C._fused_stats()["replays"] - replays == 3

@@ -93,10 +93,57 @@ def cpu_scalars_used_on_tpu(gm: torch.fx.GraphModule) -> list:
     return [i for i, n in enumerate(placeholders) if n in scalar and root(n) not in bad and n.users]
 
 
+def _moves_to_tpu(node) -> bool:
+    """Every use of this CPU value copies it to tpu (directly, or through lift_fresh_copy)."""
+    def is_copy(u):
+        return u.op == "call_function" and u.target is torch.ops.aten._to_copy.default and _all_tpu(u)
+    return bool(node.users) and all(
+        is_copy(u) or (u.op == "call_function" and u.target is torch.ops.aten.lift_fresh_copy.default
+                       and u.users and all(is_copy(w) for w in u.users))
+        for u in node.users)
+
+
+def constants_as_arguments(gm: torch.fx.GraphModule) -> list:
+    """The graph's tensor constants (`torch.tensor(...)` inside the compiled function: attributes read
+    through lift_fresh_copy) turned into trailing placeholders; returns the tensors to append to every
+    call's arguments. A replay binds arguments only, so a graph reading a constant can replay (Falcon's
+    empty cache tensor). A CPU constant whose every use copies it to tpu is moved to tpu once here: the
+    copy becomes an op of the program, whose result a replay can produce, instead of an upload (Mistral
+    returns such a copy). Other CPU constants stay attributes."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    fake_mode = torch._guards.detect_fake_mode([n.meta.get("val") for n in placeholders])
+    if fake_mode is None or not placeholders:
+        return []
+    device = next((v.device for n in gm.graph.nodes for v in _vals(n) if _on_tpu(v)), None)
+    constants, last = [], placeholders[-1]
+    for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
+        value = functools.reduce(getattr, node.target.split("."), gm)
+        if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
+            continue
+        if value.device.type != "tpu":
+            if device is None or not _moves_to_tpu(node):
+                continue
+            with unset_fake_temporarily():  # AOTAutograd compiles under its fake mode
+                value = value.to(device)
+        with gm.graph.inserting_after(last):
+            last = gm.graph.placeholder(f"constant_{len(constants)}")
+        last.meta["val"] = fake_mode.from_tensor(value, static_shapes=True)
+        node.replace_all_uses_with(last)
+        gm.graph.erase_node(node)
+        constants.append(value)
+    if constants:
+        gm.graph.lint()
+        gm.recompile()
+    return constants
+
+
 def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     """AOTAutograd's compiler for one forward, backward or inference graph."""
     from torch.fx.graph import _BoxedCodeGen
 
+    constants = constants_as_arguments(gm)
     # Boxed calling convention: the generated forward takes the argument list and clears
     # it, so inputs the graph no longer needs can be freed while it runs (as inductor does).
     gm.graph.set_codegen(_BoxedCodeGen())
@@ -155,6 +202,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
 
     def run(args):
         nonlocal bucketed
+        args.extend(constants)
         for i in promoted:
             args[i] = args[i].to(device)
         if bucketed is not None:

@@ -488,11 +488,6 @@ def check(gm: torch.fx.GraphModule):
             if any(repeats[len(repeats) - rank + d] != 1 for d in _dyn_dims(x)):
                 raise Unsupported(f"{t} along a dynamic dimension")
             continue
-        if t == aten.index.Tensor:
-            indexed = [d for d, i in enumerate(node.args[1]) if i is not None]
-            if any(d in _dyn_dims(x) for d in indexed):
-                raise Unsupported(f"{t} along a dynamic dimension")
-            continue
         raise Unsupported(f"{t} on a tensor with a dynamic dimension")
 
 
@@ -680,6 +675,23 @@ class Interpreter:
             real = self.sizes.length(node.args[0], dim) + index
         position = self.sizes.tensor(real).reshape(1)
         return _take(x, dim, position).squeeze(dim)
+
+    def _aten_index_Tensor(self, node, args, kwargs):
+        # x[i, j, ...]: eager's indices address real positions, so they read the same elements of the
+        # padded x; negative ones count from the real end of a dynamic dimension, and an index's own
+        # padding reads position 0 (its results land in the output's padding).
+        x, indices = node.args[0], node.args[1]
+        dynamic = _dyn_dims(x)
+        bound = []
+        for d, (i_node, index) in enumerate(zip(indices, args[1])):
+            if i_node is not None:
+                if index.dtype == torch.bool:  # a mask's true count is data: no bucket shape
+                    raise Unsupported(f"{node.target} with a boolean index")
+                index = _masked(index, i_node, _dyn_dims(i_node), self.sizes, 0)
+                if d in dynamic:
+                    index = torch.where(index < 0, index + self.sizes.tensor(self.sizes.length(x, d)), index)
+            bound.append(index)
+        return node.target(args[0], bound)
 
     def _aten_slice_Tensor(self, node, args, kwargs):
         x = args[0]

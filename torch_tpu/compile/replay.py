@@ -16,6 +16,7 @@ Random ops: each one's {seed, offset} operand is drawn again from the device's d
 generator at every replay, in the traced order, so the generator advances as in eager.
 Each graph keeps a plan per argument signature (bounded, `Plans`): a graph with symbolic
 sizes has one per size bucket (buckets.py), or one per size when it runs at exact sizes.
+The graph's tensor constants are arguments too (backend.constants_as_arguments).
 Not replayed: graphs drawing from an explicit generator, graphs reading an argument that
 nothing had written (its zeros are constants of the program), graphs with CPU-tensor
 arguments (their values may become operands; backend.cpu_scalars_used_on_tpu moves the
