@@ -655,7 +655,7 @@ void Executor::synchronize() {
   // must not be awaited below.
   for (RunningGraph& g : graphs) g.done.await();
   graphs.clear();
-  BufferReaper::get().drain();  // so are the finished graphs' inputs retired before
+  BufferReaper::get().drain();  // and the inputs of graphs retired before (donated ones too)
   std::vector<std::shared_ptr<pjrt::Buffer>> pending;
   {
     std::lock_guard<std::mutex> lock(mutex_);
