@@ -123,6 +123,27 @@ def test_advanced_indexing_along_a_dynamic_length(mode):
     assert _traced() - traced == _lengths_in(lengths) == 2
 
 
+def test_an_index_past_the_real_length_raises_as_in_eager(mode):
+    # Position n of a length-n dimension lies inside the bucket's padding: it raises IndexError as
+    # eager does, rather than reading the padding.
+    def f(x, i):
+        return x[:, i]
+
+    compiled = torch.compile(f, backend="tpu", dynamic=True)
+    traced = _traced()
+    for n in (5, 6):
+        x = _data(2, n, 4, seed=n)
+        ok = torch.tensor([0, n - 1, -n])
+        _assert_like_cpu(compiled(x.to("tpu"), ok.to("tpu")), f, x, ok)
+        for bad in (n, -n - 1):
+            with pytest.raises(IndexError):
+                f(x, torch.tensor([0, bad, 1]))
+            with pytest.raises(IndexError, match="out of range"):
+                compiled(x.to("tpu"), torch.tensor([0, bad, 1], device="tpu")).cpu()
+    _assert_like_cpu(compiled(x.to("tpu"), ok.to("tpu")), f, x, ok)  # usable afterwards
+    assert _traced() - traced == 1  # one bucket: every call ran its program
+
+
 def test_scatter_adds_and_runtime_positions(mode):
     # Padded index entries add nothing (their source elements are zeroed); a slice or select
     # at a symbolic position of a static dimension reads at the real position; repeat tiles a

@@ -678,7 +678,8 @@ class Interpreter:
 
     def _aten_index_Tensor(self, node, args, kwargs):
         # x[i, j, ...]: eager's indices address real positions, so they read the same elements of the
-        # padded x; negative ones count from the real end of a dynamic dimension, and an index's own
+        # padded x; negative ones count from the real end of a dynamic dimension, one past it is sent
+        # past the padding (the kernel's range check raises eager's IndexError), and an index's own
         # padding reads position 0 (its results land in the output's padding).
         x, indices = node.args[0], node.args[1]
         dynamic = _dyn_dims(x)
@@ -689,7 +690,9 @@ class Interpreter:
                     raise Unsupported(f"{node.target} with a boolean index")
                 index = _masked(index, i_node, _dyn_dims(i_node), self.sizes, 0)
                 if d in dynamic:
-                    index = torch.where(index < 0, index + self.sizes.tensor(self.sizes.length(x, d)), index)
+                    length = self.sizes.tensor(self.sizes.length(x, d))
+                    index = torch.where(index < 0, index + length, index)
+                    index = torch.where((index < 0) | (index >= length), args[0].shape[d], index)
             bound.append(index)
         return node.target(args[0], bound)
 
