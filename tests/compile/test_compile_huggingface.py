@@ -104,3 +104,26 @@ def test_dynamic_forward_over_lengths_traces_one_program_per_bucket(mode, make):
             torch.testing.assert_close(got.cpu().double(), exact, atol=tol, rtol=1e-5)
     traced = _C._executor_stats()["compiled_graphs"] - graphs - (_C._fused_stats()["replays"] - replays)
     assert traced == len({buckets.bucket(n) for n in lengths}) == 2
+
+
+def _tiny_mixtral(experts="grouped_mm"):
+    torch.manual_seed(0)
+    # intermediate_size 40: CPU's grouped_mm kernel (the reference) needs 16-byte strides
+    cfg = transformers.MixtralConfig(hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+                                     num_key_value_heads=2, vocab_size=99, max_position_embeddings=64, pad_token_id=0,
+                                     num_local_experts=4, num_experts_per_tok=2)
+    cfg._experts_implementation = experts
+    return transformers.MixtralForCausalLM(cfg).eval()
+
+
+def test_float32_mixtral_compiled_forward_matches_cpu(mode):
+    # transformers runs its experts through grouped_mm under torch.compile on tpu in any dtype; torch's
+    # fake grouped_mm demands bfloat16 (registration._shape_grouped_mm_of_any_float_dtype).
+    cpu, tpu = _tiny_mixtral(), _tiny_mixtral().to("tpu")
+    ids = torch.randint(3, 99, (2, 7), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        want = cpu(input_ids=ids).logits
+        exact = _tiny_mixtral("eager").double()(input_ids=ids).logits  # CPU grouped_mm has no float64
+        got = torch.compile(tpu, backend="tpu")(input_ids=ids.to("tpu")).logits
+    tol = 4 * (want.double() - exact).abs().max().item() + 1e-6
+    torch.testing.assert_close(got.cpu().double(), exact, atol=tol, rtol=1e-5)

@@ -301,3 +301,20 @@ def test_graphs_with_tensor_constants_replay(mode):
         seen.append(moved)
     assert len({t.untyped_storage().data_ptr() for t in seen}) == 4
     assert _C._fused_stats()["replays"] - replays == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_grouped_mm_compiles_in_float32_and_bfloat16(mode, dtype):
+    # torch's fake grouped_mm accepts bfloat16 only (cuda's limit); on tpu every float dtype runs.
+    def f(a, b, offs):
+        return torch.nn.functional.grouped_mm(a, b, offs=offs) * 2
+
+    a, b = _data(12, 8).to(dtype), _data(3, 8, 8, seed=1).to(dtype)
+    offs = torch.tensor([4, 9, 12], dtype=torch.int32)
+    got = torch.compile(f, backend="tpu")(a.to("tpu"), b.to("tpu"), offs.to("tpu"))
+    want = f(a, b, offs)
+    # float64 reference, group by group (CPU's grouped_mm has no float64)
+    exact = torch.cat([a[s:e].double() @ b[g].double() for g, (s, e) in enumerate(zip([0, 4, 9], [4, 9, 12]))]) * 2
+    assert got.dtype == dtype and got.shape == want.shape
+    tol = 4 * (want.double() - exact).abs().max().item() + (1e-6 if dtype == torch.float32 else 1e-2)
+    torch.testing.assert_close(got.cpu().double(), exact, atol=tol, rtol=0)

@@ -27,6 +27,7 @@ def register_all() -> None:
         registry.set_default_backend(backend.default_backend)
     _configure_logging()
     _make_tpu_optimizers_capturable()
+    _shape_grouped_mm_of_any_float_dtype()
     # backend="inductor" named explicitly: refuse tpu graphs with a clear error (below).
     import sys
     if "torch._inductor.codegen.common" in sys.modules:
@@ -69,6 +70,26 @@ def _make_tpu_optimizers_capturable() -> None:
 
     set_capturable._tpu = True
     OptimizerVariable._set_capturable = set_capturable
+
+
+def _shape_grouped_mm_of_any_float_dtype() -> None:
+    """torch's fake `_grouped_mm` (the meta that Dynamo traces with) demands bfloat16, cuda's limit;
+    tpu runs it in every float dtype, and transformers calls it under torch.compile on tpu whatever
+    the dtype (integrations/moe.py `_can_use_grouped_mm`). A tpu call is shaped by torch's own meta on
+    bfloat16 stand-ins, then given its real dtype; any other call falls through to torch's meta.
+    FakeTensorMode has no public per-device hook: this uses its op-implementation registry."""
+    from torch._subclasses import fake_impls
+
+    op = torch.ops.aten._grouped_mm.default
+
+    def shape(mode, func, mat_a, mat_b, offs=None, bias=None, out_dtype=None):
+        if mat_a.device.type != "tpu" or mat_a.dtype == mat_b.dtype == torch.bfloat16 or mat_a.dtype != mat_b.dtype:
+            return NotImplemented
+        half = torch.bfloat16
+        out = func(mat_a.to(half), mat_b.to(half), offs, None if bias is None else bias.to(half), None)
+        return out.to(out_dtype or mat_a.dtype)
+
+    fake_impls.op_implementations_checks.append((lambda func: func is op, shape))
 
 
 def _inductor_error() -> RuntimeError:
