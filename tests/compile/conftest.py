@@ -22,6 +22,16 @@ nonfinite_ok = _parent.nonfinite_ok
 EAGER_MODES = _parent.EAGER_MODES
 
 
+def assert_within_cpu_error(got, want, exact, floor=1e-5, rtol=1e-5, msg=None):
+    """got (tpu) against exact (CPU in float64): within floor plus 4x the error CPU float32 (want) makes."""
+    assert got.device.type == "tpu" and got.shape == want.shape and got.dtype == want.dtype
+    if not want.is_floating_point():
+        assert torch.equal(got.cpu(), want)
+        return
+    tol = 4 * (want.double() - exact).abs().max().item() + floor
+    torch.testing.assert_close(got.detach().cpu().double(), exact.detach(), atol=tol, rtol=rtol, msg=msg)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     # Each test compiles its own functions from scratch: no cached frames or guards

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch_tpu import _C
 from torch_tpu.compile import buckets
 
-from conftest import assert_close
+from conftest import assert_close, assert_within_cpu_error
 
 
 def _traced():
@@ -25,16 +25,6 @@ def _flat(out):
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def _assert_within_cpu_error(got, want, exact, floor=1e-5, rtol=1e-5, msg=None):
-    """got (tpu) against exact (CPU in float64): within floor plus 4x the error CPU float32 (want) makes."""
-    assert got.device.type == "tpu" and got.shape == want.shape and got.dtype == want.dtype
-    if not want.is_floating_point():
-        assert torch.equal(got.cpu(), want)
-        return
-    tol = 4 * (want.double() - exact).abs().max().item() + floor
-    torch.testing.assert_close(got.detach().cpu().double(), exact.detach(), atol=tol, rtol=rtol, msg=msg)
-
-
 def _doubled(inputs):
     return [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
 
@@ -46,7 +36,7 @@ def _assert_like_cpu(got, fn, *inputs):
     got = _flat(got)
     assert len(got) == len(want)
     for g, w, e in zip(got, want, exact):
-        _assert_within_cpu_error(g, w, e)
+        assert_within_cpu_error(g, w, e)
 
 
 def _lengths_in(buckets_seen):
@@ -221,10 +211,10 @@ def test_training_step_over_variable_lengths(mode):
         exact_loss, _ = cpu64(ids)
         for value in (loss, want_loss, exact_loss):
             value.backward()
-        _assert_within_cpu_error(loss, want_loss, exact_loss, floor=1e-6, rtol=1e-6)
+        assert_within_cpu_error(loss, want_loss, exact_loss, floor=1e-6, rtol=1e-6)
         assert torch.equal(last.cpu(), want_last)
         for (name, p), p64, q in zip(cpu.named_parameters(), cpu64.parameters(), tpu.parameters()):
-            _assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
+            assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
     # a forward and a backward program per bucket (4, 8, 16)
     assert _traced() - traced == 2 * _lengths_in(lengths) == 6
 
@@ -316,7 +306,7 @@ def test_in_place_updates_of_padded_inputs_are_written_back(mode):
     for n in (3, 5, 6):
         x, y = _data(n, 4, seed=n), _data(n, 4, seed=n + 1)
         xt, x64 = x.to("tpu"), x.double()
-        _assert_within_cpu_error(compiled(xt, y.to("tpu")), f(x, y), f(x64, y.double()), floor=1e-6, rtol=1e-6)
+        assert_within_cpu_error(compiled(xt, y.to("tpu")), f(x, y), f(x64, y.double()), floor=1e-6, rtol=1e-6)
         assert_close(xt, x)
 
 

@@ -93,6 +93,11 @@ def cpu_scalars_used_on_tpu(gm: torch.fx.GraphModule) -> list:
     return [i for i, n in enumerate(placeholders) if n in scalar and root(n) not in bad and n.users]
 
 
+def _tpu_device(gm: torch.fx.GraphModule):
+    """The tpu device of the graph's values (None for a graph with none)."""
+    return next((v.device for n in gm.graph.nodes for v in _vals(n) if _on_tpu(v)), None)
+
+
 def _moves_to_tpu(node) -> bool:
     """Every use of this CPU value copies it to tpu (directly, or through lift_fresh_copy)."""
     def is_copy(u):
@@ -116,7 +121,7 @@ def constants_as_arguments(gm: torch.fx.GraphModule) -> list:
     fake_mode = torch._guards.detect_fake_mode([n.meta.get("val") for n in placeholders])
     if fake_mode is None or not placeholders:
         return []
-    device = next((v.device for n in gm.graph.nodes for v in _vals(n) if _on_tpu(v)), None)
+    device = _tpu_device(gm)
     constants, last = [], placeholders[-1]
     for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
         value = functools.reduce(getattr, node.target.split("."), gm)
@@ -155,8 +160,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     # later calls with that signature launch the program directly.
     plans = replay.Plans() if replay.enabled() else None
     promoted = cpu_scalars_used_on_tpu(gm)
-    device = next((v.device for n in gm.graph.nodes for v in _vals(n)
-                   if isinstance(v, torch.Tensor) and v.device.type == "tpu"), None)
+    device = _tpu_device(gm)
 
     bucketed = buckets.plan(gm)
     bucket_plans = replay.Plans() if bucketed is not None and replay.enabled() else None
