@@ -149,8 +149,12 @@ class ReplayPlan {
         continue;
       }
       const at::Tensor& from = o.kind == Output::kNew ? raw[o.index] : THPVariable_Unpack(args[o.index].ptr());
-      at::Tensor t = at::empty({0}, at::TensorOptions().dtype(o.dtype).device(from.device()));
-      t.set_(from.storage(), o.offset, o.sizes, o.strides);
+      // A tensor on the existing storage, as set_ would leave it, without first
+      // allocating (and freeing) an empty storage for every output.
+      at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(c10::Storage(from.storage()),
+                                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                              c10::scalarTypeToTypeMeta(o.dtype));
+      t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
       outs[k] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
     }
     PyList_SetSlice(args.ptr(), 0, PyList_GET_SIZE(args.ptr()), nullptr);  // boxed convention: inputs released
