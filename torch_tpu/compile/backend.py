@@ -124,7 +124,7 @@ def constants_as_arguments(gm: torch.fx.GraphModule) -> list:
     device = _tpu_device(gm)
     constants, last = [], placeholders[-1]
     for node in [n for n in gm.graph.nodes if n.op == "get_attr"]:
-        value = functools.reduce(getattr, node.target.split("."), gm)
+        value = torch.fx.graph_module._get_attr(gm, node.target)
         if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
             continue
         if value.device.type != "tpu":
