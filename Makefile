@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -71,6 +71,19 @@ OPINFO_MAX_SAMPLES ?= 8
 test-ops-full: build
 	$(PY) tests/opinfo/harness.py --max-samples $(OPINFO_MAX_SAMPLES) --json build/opinfo.json \
 	  --docs docs/op_coverage.md
+
+# Serving with vLLM on tpu (torch_tpu.vllm): vllm 0.32.0 with --no-deps (its metadata pins CUDA
+# packages and an older transformers) over its runtime requirements, torch and transformers held.
+$(VENV)/.serving: requirements-vllm.txt constraints-vllm.txt | $(VENV)/.deps
+	$(PIP) install -q -r requirements-vllm.txt -c constraints-vllm.txt
+	$(PIP) install -q --no-deps vllm==0.32.0
+	touch $@
+
+serving-deps: $(VENV)/.serving
+
+test-serving: build $(VENV)/.serving
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest tests/serving -x -q -p no:cacheprovider
 
 # System packages: the compiler cache and GoogleTest (Debian).
 $(VENV)/.system:

@@ -1,0 +1,99 @@
+"""Tiny random-weight causal LMs saved as Hugging Face checkpoints, with a tokenizer trained here.
+
+Nothing is downloaded: the tokenizer is a byte-level BPE trained on a fixed corpus, the weights come from
+a seeded torch generator. Each model is written once per folder (the caller's tmp_path_factory).
+"""
+import os
+
+import torch
+
+CORPUS = [
+    "the quick brown fox jumps over the lazy dog",
+    "a journey of a thousand miles begins with a single step",
+    "to be or not to be that is the question",
+    "all that glitters is not gold",
+    "the rain in spain stays mainly in the plain",
+    "hello world, this is a tiny model served by vllm on tpu",
+] * 20
+
+PROMPTS = [
+    "the quick brown fox",
+    "a journey of",
+    "to be or not",
+    "hello world, this is",
+    "all that",
+    "the rain in spain stays mainly in the plain and the fox",
+]
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=384, special_tokens=["<s>", "</s>", "<pad>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
+    fast.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                          "{% if add_generation_prompt %}assistant:{% endif %}")
+    return fast
+
+
+def _config(kind: str, vocab: int):
+    import transformers as tf
+
+    common = dict(vocab_size=vocab, bos_token_id=0, eos_token_id=1, pad_token_id=2, tie_word_embeddings=False)
+    if kind == "llama":
+        return tf.LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, max_position_embeddings=512, **common)
+    if kind == "qwen2":
+        return tf.Qwen2Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, max_position_embeddings=512, **common)
+    if kind == "qwen3":
+        return tf.Qwen3Config(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                              num_key_value_heads=2, head_dim=16, max_position_embeddings=512, **common)
+    if kind == "gpt2":
+        return tf.GPT2Config(n_embd=64, n_layer=2, n_head=4, n_positions=512, **common)
+    if kind == "mixtral":
+        return tf.MixtralConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                                num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                                max_position_embeddings=512, **common)
+    raise ValueError(kind)
+
+
+def make_model(kind: str, folder: str, dtype=torch.float32) -> str:
+    """Writes a tiny `kind` model and its tokenizer to `folder` (once) and returns the folder."""
+    import transformers as tf
+
+    if os.path.exists(os.path.join(folder, "config.json")):
+        return folder
+    tok = _tokenizer()
+    config = _config(kind, len(tok))
+    torch.manual_seed(0)
+    model = tf.AutoModelForCausalLM.from_config(config, dtype=dtype)
+    with torch.no_grad():  # larger weights than the default init, so greedy tokens depend on the prompt
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    model.generation_config.do_sample = False
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def hf_greedy(folder: str, prompts, max_new_tokens: int):
+    """Hugging Face greedy tokens on CPU in float64 (the reference), one prompt at a time."""
+    import transformers as tf
+
+    tok = tf.AutoTokenizer.from_pretrained(folder)
+    model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    out = []
+    for p in prompts:
+        ids = tok(p, return_tensors="pt").input_ids
+        gen = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=max_new_tokens,
+                             pad_token_id=tok.pad_token_id)
+        out.append(gen[0, ids.shape[1]:].tolist())
+    return out

@@ -1,0 +1,186 @@
+"""Paged attention for vLLM written with ordinary torch ops, so it runs on tpu tensors (and on CPU).
+
+The KV cache of a layer is vLLM's logical page view [num_blocks, num_kv_heads, block_size, 2 * head_size]
+(keys in the first half of the last dimension, values in the second). Every token of a batch, prefill or
+decode alike, attends to the cache pages of its own request: its request is found on the device from
+query_start_loc, its pages gathered through the block table, and a mask keeps the positions it may see
+(causal, below its request's length, inside the sliding window). The block table is cut to a
+power-of-two number of blocks covering the batch's longest sequence, so a serving process sees few
+distinct shapes. Block 0 is vLLM's null block, never handed to a request: padded tokens (slot -1) write
+there.
+"""
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from vllm.v1.attention.backend import (
+    AttentionBackend,
+    AttentionImpl,
+    AttentionMetadataBuilder,
+    AttentionType,
+    CommonAttentionMetadata,
+)
+from vllm.v1.kv_cache_interface import KVCacheLayout
+
+from . import buckets
+
+
+class TpuAttentionBackend(AttentionBackend):
+    forward_includes_kv_cache_update: bool = False
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
+
+    @staticmethod
+    def get_name() -> str:
+        return "TORCH_TPU_PAGED"
+
+    @staticmethod
+    def get_impl_cls():
+        return TpuAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        return TpuAttentionMetadataBuilder
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        return []  # any
+
+    @classmethod
+    def supported_kv_cache_layouts(cls):
+        return (KVCacheLayout.LBHNC,)
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return True
+
+    @classmethod
+    def supports_non_causal(cls) -> bool:
+        return False
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == AttentionType.DECODER
+
+
+@dataclass
+class TpuAttentionMetadata:
+    num_actual_tokens: int
+    token_request: torch.Tensor  # [num_tokens] int64: the request each token belongs to
+    token_position: torch.Tensor  # [num_tokens] int64: its position in that request's sequence
+    block_table: torch.Tensor  # [num_reqs, num_blocks] int64, num_blocks a bucket covering max_seq_len
+    slot_mapping: torch.Tensor  # [num_tokens] int64, -1 for padding
+
+
+class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.block_size = kv_cache_spec.block_size
+
+    def build(self, common_prefix_len: int, common_attn_metadata: CommonAttentionMetadata,
+              fast_build: bool = False) -> TpuAttentionMetadata:
+        m = common_attn_metadata
+        num_reqs = m.num_reqs
+        query_start_loc = m.query_start_loc[: num_reqs + 1]
+        num_tokens = m.slot_mapping.shape[0]
+        token = torch.arange(num_tokens, device=query_start_loc.device, dtype=query_start_loc.dtype)
+        # Padded tokens past the last request are folded onto it; their outputs are never read.
+        request = torch.searchsorted(query_start_loc[1:].contiguous(), token, right=True).clamp_(max=num_reqs - 1)
+        seq_lens = m.seq_lens[:num_reqs].to(torch.int64)
+        query_end = query_start_loc[1:].to(torch.int64)
+        position = seq_lens[request] - (query_end[request] - token.to(torch.int64))
+        table_width = m.block_table_tensor.shape[1]
+        blocks = min(buckets.bucket(-(-m.max_seq_len // self.block_size)), table_width)
+        return TpuAttentionMetadata(
+            num_actual_tokens=m.num_actual_tokens,
+            token_request=request,
+            token_position=position,
+            block_table=m.block_table_tensor[:num_reqs, :blocks].to(torch.int64),
+            slot_mapping=m.slot_mapping.to(torch.int64),
+        )
+
+
+class TpuAttentionImpl(AttentionImpl):
+    def __init__(self, num_heads, head_size, scale, num_kv_heads=None, alibi_slopes=None, sliding_window=None,
+                 kv_cache_dtype="auto", logits_soft_cap=None, attn_type=AttentionType.DECODER,
+                 kv_sharing_target_layer_name=None, sinks=None, **kwargs):
+        if alibi_slopes is not None:
+            raise NotImplementedError("tpu attention: ALiBi slopes are not supported by TORCH_TPU_PAGED")
+        if sinks is not None:
+            raise NotImplementedError("tpu attention: attention sinks are not supported by TORCH_TPU_PAGED")
+        if attn_type != AttentionType.DECODER:
+            raise NotImplementedError(f"tpu attention: attention type {attn_type} is not supported; "
+                                      "TORCH_TPU_PAGED runs decoder self-attention")
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads or num_heads
+        self.sliding_window = sliding_window
+        self.logits_soft_cap = logits_soft_cap or 0.0
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.attn_type = attn_type
+
+    def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping):
+        if self.kv_sharing_target_layer_name is not None:
+            return
+        num_blocks, _, block_size, _ = kv_cache.shape
+        slots = slot_mapping[: key.shape[0]].to(torch.int64).clamp(min=0)  # -1 (padding) -> the null block
+        entries = torch.cat([key, value], dim=-1)
+        if kv_cache.dtype != entries.dtype:
+            entries = _quantize(entries, kv_cache.dtype, layer)
+        kv_cache[slots // block_size, :, slots % block_size] = entries
+
+    def forward(self, layer, query, key, value, kv_cache, attn_metadata, output, output_scale=None,
+                output_block_scale=None):
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("tpu attention: fused output quantization is not supported")
+        if attn_metadata is None:  # profiling run
+            return output
+        m: TpuAttentionMetadata = attn_metadata
+        num_tokens = m.token_request.shape[0]
+        group = self.num_heads // self.num_kv_heads
+        head = self.head_size
+        q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head)
+
+        # [tokens, blocks, kv_heads, block_size, 2 * head] -> [tokens, kv_heads, positions, 2 * head]
+        pages = kv_cache[m.block_table[m.token_request]]
+        t, blocks, kv_heads, block_size, width = pages.shape
+        pages = pages.permute(0, 2, 1, 3, 4).reshape(t, kv_heads, blocks * block_size, width)
+        if pages.dtype != q.dtype:
+            pages = _dequantize(pages, q.dtype, layer)
+        keys, values = pages[..., :head], pages[..., head:]
+
+        scores = torch.matmul(q.float(), keys.float().transpose(-1, -2)) * self.scale  # [t, kvh, g, positions]
+        if self.logits_soft_cap:
+            scores = torch.tanh(scores / self.logits_soft_cap) * self.logits_soft_cap
+        key_position = torch.arange(blocks * block_size, device=q.device)
+        visible = key_position[None, :] <= m.token_position[:, None]
+        if self.sliding_window is not None:
+            visible &= key_position[None, :] > m.token_position[:, None] - self.sliding_window
+        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        out = torch.matmul(probs, values.float()).to(output.dtype)  # [t, kvh, g, head]
+        output[:num_tokens].copy_(out.reshape(output[:num_tokens].shape))
+        return output
+
+
+def _scale(layer, name):
+    s = getattr(layer, name, None)
+    return 1.0 if s is None else s
+
+
+def _quantize(entries, dtype, layer):
+    """Keys and values into an fp8 cache: divided by the layer's k/v scales, saturated to fp8's range."""
+    head = entries.shape[-1] // 2
+    k = entries[..., :head].float() / _scale(layer, "_k_scale")
+    v = entries[..., head:].float() / _scale(layer, "_v_scale")
+    limit = torch.finfo(dtype).max
+    return torch.cat([k, v], dim=-1).clamp(-limit, limit).to(dtype)
+
+
+def _dequantize(pages, dtype, layer):
+    head = pages.shape[-1] // 2
+    k = pages[..., :head].float() * _scale(layer, "_k_scale")
+    v = pages[..., head:].float() * _scale(layer, "_v_scale")
+    return torch.cat([k, v], dim=-1).to(dtype)
