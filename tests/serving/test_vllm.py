@@ -1,4 +1,5 @@
-"""vLLM on device tpu (torch_tpu.vllm): greedy tokens equal Hugging Face greedy on CPU (float64).
+"""vLLM on device tpu (torch_tpu.vllm): greedy tokens equal Hugging Face greedy on CPU (float64), for Llama
+(all three eager modes), Qwen2, Qwen3 and GPT-2.
 
 Skipped where vLLM is not installed (`make serving-deps` installs it; `make test-serving` runs this folder).
 """
@@ -37,6 +38,12 @@ def llama(tmp_path_factory):
 def test_llama_greedy_equals_hf(llama, mode):
     folder, expected = llama
     assert _vllm_tokens(folder, mode) == expected
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "gpt2"])
+def test_more_architectures_greedy_equal_hf(tmp_path_factory, kind):
+    folder = tiny_models.make_model(kind, str(tmp_path_factory.mktemp(kind)))
+    assert _vllm_tokens(folder, "strict") == tiny_models.hf_greedy(folder, tiny_models.PROMPTS, MAX_TOKENS)
 
 
 def test_llama_greedy_plugin_on_cpu(llama):

@@ -85,15 +85,22 @@ def make_model(kind: str, folder: str, dtype=torch.float32) -> str:
 
 
 def hf_greedy(folder: str, prompts, max_new_tokens: int):
-    """Hugging Face greedy tokens on CPU in float64 (the reference), one prompt at a time."""
+    """Hugging Face greedy tokens on CPU in float64 (the reference), one prompt at a time.
+
+    A plain argmax loop over the whole sequence rather than `generate`: vLLM's ignore_eos keeps sampling
+    the end-of-sequence token when it wins, which generate's min_new_tokens would mask instead."""
     import transformers as tf
 
     tok = tf.AutoTokenizer.from_pretrained(folder)
     model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
     out = []
-    for p in prompts:
-        ids = tok(p, return_tensors="pt").input_ids
-        gen = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, min_new_tokens=max_new_tokens,
-                             pad_token_id=tok.pad_token_id)
-        out.append(gen[0, ids.shape[1]:].tolist())
+    with torch.no_grad():
+        for p in prompts:
+            ids = tok(p, return_tensors="pt").input_ids
+            new = []
+            for _ in range(max_new_tokens):
+                nxt = model(ids).logits[0, -1].argmax().item()
+                new.append(nxt)
+                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+            out.append(new)
     return out
