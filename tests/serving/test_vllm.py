@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm")
+pytest.importorskip("vllm", exc_type=ImportError)
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
