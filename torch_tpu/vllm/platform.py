@@ -19,7 +19,6 @@ class TpuPlatform(Platform):
     device_type: str = _DEVICE
     dispatch_key: str = "PrivateUse1" if _DEVICE == "tpu" else "CPU"
     dist_backend: str = "tpu_dist" if _DEVICE == "tpu" else "gloo"
-    supported_quantization: list[str] = ["fp8"]
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -29,6 +28,12 @@ class TpuPlatform(Platform):
     def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
         if dtype not in (torch.bfloat16, torch.float16, torch.float32):
             raise ValueError(f"tpu: vLLM model dtype {dtype} is not supported; use bfloat16, float16 or float32")
+
+    @classmethod
+    def verify_quantization(cls, quant: str) -> None:
+        # FP8 waits for float8 dtypes on tpu: refused here rather than failing inside the model.
+        raise ValueError(f"tpu: {quant} quantization is not supported yet by torch_tpu's vLLM plugin; "
+                         "serve the unquantized checkpoint (dtype bfloat16 or float32)")
 
     @classmethod
     def import_kernels(cls) -> None:
@@ -122,18 +127,6 @@ class TpuPlatform(Platform):
 
     @classmethod
     def is_sleep_mode_available(cls) -> bool:
-        return False
-
-    @classmethod
-    def supports_fp8(cls) -> bool:
-        return True
-
-    @classmethod
-    def fp8_dtype(cls) -> torch.dtype:
-        return torch.float8_e4m3fn
-
-    @classmethod
-    def is_fp8_fnuz(cls) -> bool:
         return False
 
     @classmethod
