@@ -37,7 +37,6 @@ def _register() -> None:
     # accelerate's default device (see _integrations.py): environment only, starts nothing.
     from . import _integrations
     _integrations.configure_accelerate()
-    _integrations.guard_empty_host_cache()
     # torch.compile: backend "tpu", Dynamo's device interface, the default backend for tpu
     # graphs; registered once torch._dynamo is imported (compile/__init__.py).
     from . import compile as _compile

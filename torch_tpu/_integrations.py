@@ -36,22 +36,3 @@ def configure_accelerate() -> None:
         return
     os.environ[ACCELERATE_DEVICE_VAR] = "tpu"
 
-
-def guard_empty_host_cache() -> None:
-    """torch.accelerator.empty_host_cache() reaches at::getHostAllocator(PrivateUse1), which torch_tpu does
-    not register (its pinned memory is not a caching allocator: freed blocks go straight back to the
-    system, so there is nothing to empty). Without this guard the call dereferences a null allocator and
-    kills the process (vLLM calls it at shutdown). Other accelerators keep torch's own function."""
-    import torch
-
-    original = torch.accelerator.empty_host_cache
-
-    def empty_host_cache() -> None:
-        if torch.accelerator.current_accelerator() is not None and \
-                torch.accelerator.current_accelerator().type == "tpu":
-            return
-        original()
-
-    empty_host_cache.__doc__ = original.__doc__
-    torch.accelerator.empty_host_cache = empty_host_cache
-    torch.accelerator.memory.empty_host_cache = empty_host_cache

@@ -7,17 +7,26 @@
 // The XLA CPU plugin has no real pinning (its "device" memory is host memory).
 // GPU plugins could register these blocks with the device (PJRT_Client_DmaMap)
 // so transfers run as DMA without a staging copy; not built yet.
-#include <c10/core/Allocator.h>
+#include <ATen/core/CachingHostAllocator.h>
 
 #include <cstddef>
 
 namespace tpu::aten {
 
-class HostAllocator final : public c10::Allocator {
+// Also PrivateUse1's at::HostAllocator, so torch.accelerator's host-memory calls (empty_host_cache,
+// host memory stats) reach it. Nothing is cached: a freed block goes straight back to the system.
+class HostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override;
   c10::DeleterFnPtr raw_deleter() const override;
   void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  // Transfers from pinned blocks keep their own order (Copy.cpp), so a block needs no stream event.
+  bool record_event(void* ptr, void* ctx, c10::Stream stream) override;
+  void empty_cache() override {}
+  at::HostStats get_stats() override;
+  void reset_accumulated_stats() override;
+  void reset_peak_stats() override;
 
   static HostAllocator& get();
 };
