@@ -23,11 +23,13 @@ from vllm.v1.attention.backend import (
 from vllm.v1.kv_cache_interface import KVCacheLayout
 
 from . import buckets
+from .kernels import token_requests
+from .platform import MODEL_DTYPES
 
 
 class TpuAttentionBackend(AttentionBackend):
     forward_includes_kv_cache_update: bool = False
-    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_dtypes: ClassVar[list[torch.dtype]] = list(MODEL_DTYPES)
     supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto", "bfloat16", "float16"]
 
     @staticmethod
@@ -83,12 +85,12 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
         num_reqs = m.num_reqs
         query_start_loc = m.query_start_loc[: num_reqs + 1]
         num_tokens = m.slot_mapping.shape[0]
-        token = torch.arange(num_tokens, device=query_start_loc.device, dtype=query_start_loc.dtype)
         # Padded tokens past the last request are folded onto it; their outputs are never read.
-        request = torch.searchsorted(query_start_loc[1:].contiguous(), token, right=True).clamp_(max=num_reqs - 1)
+        request = token_requests(query_start_loc, num_tokens).clamp_(max=num_reqs - 1)
         seq_lens = m.seq_lens[:num_reqs].to(torch.int64)
         query_end = query_start_loc[1:].to(torch.int64)
-        position = seq_lens[request] - (query_end[request] - token.to(torch.int64))
+        token = torch.arange(num_tokens, device=query_start_loc.device)
+        position = seq_lens[request] - (query_end[request] - token)
         table_width = m.block_table_tensor.shape[1]
         blocks = min(buckets.bucket(-(-m.max_seq_len // self.block_size)), table_width)
         return TpuAttentionMetadata(
@@ -171,7 +173,8 @@ def _scale(layer, name):
 
 
 def _quantize(entries, dtype, layer):
-    """Keys and values into an fp8 cache: divided by the layer's k/v scales, saturated to fp8's range."""
+    """Keys and values into a cache of a narrower float dtype: divided by the layer's k/v scales, saturated
+    to the cache dtype's range."""
     head = entries.shape[-1] // 2
     k = entries[..., :head].float() / _scale(layer, "_k_scale")
     v = entries[..., head:].float() / _scale(layer, "_v_scale")

@@ -1,7 +1,6 @@
 """Sizes padded to buckets, so a serving process runs few distinct program shapes."""
 
 
-def bucket(n: int, minimum: int = 1) -> int:
-    """The smallest power of two >= max(n, minimum)."""
-    n = max(n, minimum, 1)
-    return 1 << (n - 1).bit_length()
+def bucket(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << (max(n, 1) - 1).bit_length()

@@ -6,6 +6,14 @@ by name or by position alike.
 import torch
 
 
+def token_requests(query_start_loc: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """The request of each of the batch's first num_tokens tokens, on the device: the number of requests
+    whose query ends at or before the token (query_start_loc is [num_reqs + 1], starting at 0). A token
+    past the last request's end gets num_reqs."""
+    token = torch.arange(num_tokens, device=query_start_loc.device, dtype=query_start_loc.dtype)
+    return torch.searchsorted(query_start_loc[1:].contiguous(), token, right=True)
+
+
 def compute_slot_mapping_kernel(
     num_tokens,
     max_num_tokens,
@@ -23,15 +31,13 @@ def compute_slot_mapping_kernel(
 ):
     """slot = block_table[request of token, position // block size] * block size + position % block size.
 
-    Every token past num_tokens gets PAD_ID. All of it runs on the device: the request of each token is
-    found by searchsorted over query_start_loc, so no value is read back to the host.
+    Every token past num_tokens gets PAD_ID. All of it runs on the device (token_requests), so no value is
+    read back to the host.
     """
     if TOTAL_CP_WORLD_SIZE != 1:
         raise NotImplementedError("tpu: context parallelism (decode_context_parallel_size > 1) is not supported")
-    device = slot_mapping_ptr.device
     if num_tokens > 0:
-        token = torch.arange(num_tokens, device=device, dtype=torch.int32)
-        request = torch.searchsorted(query_start_loc_ptr[1:].contiguous(), token, right=True)
+        request = token_requests(query_start_loc_ptr, num_tokens)
         positions = positions_ptr[:num_tokens]
         table = block_table_ptr.reshape(-1, block_table_stride)
         block = table[request, positions // KV_CACHE_BLOCK_SIZE].to(torch.int64)

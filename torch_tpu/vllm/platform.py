@@ -11,6 +11,8 @@ _DEVICE = os.environ.get("TORCH_TPU_VLLM_DEVICE", "tpu")
 if _DEVICE not in ("tpu", "cpu"):
     raise ValueError(f"TORCH_TPU_VLLM_DEVICE must be 'tpu' or 'cpu', not {_DEVICE!r}")
 
+MODEL_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+
 
 class TpuPlatform(Platform):
     _enum = PlatformEnum.OOT
@@ -22,11 +24,11 @@ class TpuPlatform(Platform):
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
-        return [torch.bfloat16, torch.float16, torch.float32]
+        return list(MODEL_DTYPES)
 
     @classmethod
     def check_if_supports_dtype(cls, dtype: torch.dtype) -> None:
-        if dtype not in (torch.bfloat16, torch.float16, torch.float32):
+        if dtype not in MODEL_DTYPES:
             raise ValueError(f"tpu: vLLM model dtype {dtype} is not supported; use bfloat16, float16 or float32")
 
     @classmethod
