@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-pytest.importorskip("vllm", exc_type=ImportError)
+pytest.importorskip("vllm")  # not installed: skipped; a broken install fails collection
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
