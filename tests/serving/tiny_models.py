@@ -84,6 +84,15 @@ def make_model(kind: str, folder: str, dtype=torch.float32) -> str:
     return folder
 
 
+def _hf_float64(folder: str):
+    import transformers as tf
+
+    # MoE experts default to torch's grouped_mm, which has no float64 kernel: the per-expert loop instead.
+    moe = getattr(tf.AutoConfig.from_pretrained(folder), "num_local_experts", None)
+    return tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64,
+                                                   **({"experts_implementation": "eager"} if moe else {}))
+
+
 def hf_greedy(folder: str, prompts, max_new_tokens: int):
     """Hugging Face greedy tokens on CPU in float64 (the reference), one prompt at a time.
 
@@ -92,7 +101,7 @@ def hf_greedy(folder: str, prompts, max_new_tokens: int):
     import transformers as tf
 
     tok = tf.AutoTokenizer.from_pretrained(folder)
-    model = tf.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64)
+    model = _hf_float64(folder)
     out = []
     with torch.no_grad():
         for p in prompts:
@@ -104,3 +113,11 @@ def hf_greedy(folder: str, prompts, max_new_tokens: int):
                 ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
             out.append(new)
     return out
+
+
+def hf_log_softmax(folder: str, sequences):
+    """Hugging Face float64 log_softmax on CPU of the next-token logits at every position of each token
+    sequence (prompt + output ids): a [len, vocab] float64 tensor per sequence."""
+    model = _hf_float64(folder)
+    with torch.no_grad():
+        return [torch.log_softmax(model(torch.tensor([ids])).logits[0], dim=-1) for ids in sequences]
