@@ -21,6 +21,10 @@ class TpuPlatform(Platform):
     device_type: str = _DEVICE
     dispatch_key: str = "PrivateUse1" if _DEVICE == "tpu" else "CPU"
     dist_backend: str = "tpu_dist" if _DEVICE == "tpu" else "gloo"
+    # vLLM's small @torch.compile helpers (logprob ranks, unseeded random sampling, grouped top-k routing)
+    # name this backend explicitly, which bypasses torch_tpu's default-backend routing: Inductor has no
+    # code generator for tpu.
+    simple_compile_backend: str = "tpu" if _DEVICE == "tpu" else "inductor"
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -48,6 +52,8 @@ class TpuPlatform(Platform):
 
         from . import kernels
         register_kernels(kernels.OVERRIDES)
+        # vLLM calls this in every worker before building the model: the MoE ops go in at the same point.
+        kernels.register_moe()
 
     @classmethod
     def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None) -> str:
