@@ -1,5 +1,6 @@
 // Copies between CPU and tpu and within tpu, item(), fill_ and zero_.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch_v2.h>
 #include <ATen/MemoryOverlap.h>
 #include <torch/library.h>
 
@@ -163,6 +164,10 @@ c10::Scalar localScalarDense(const at::Tensor& self) {
 }
 
 at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
+  // A value the dtype cannot hold is an error, as on CPU (300 into int8, 1e5 into float16): Scalar::to checks.
+  AT_DISPATCH_V2(self.scalar_type(), "fill_", AT_WRAP([&] { (void)value.to<scalar_t>(); }),
+                 AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16,
+                 AT_EXPAND(AT_FLOAT8_TYPES));
   if (self.numel() == 0) return self;
   TPU_OP("aten::fill_").out(self).scalar(value, self.scalar_type()).run([&](hlo::Builder& b, Values, Values s) {
     return ValueList{b.broadcast(s[0], self.sizes().vec())};

@@ -15,8 +15,10 @@ Arg Arg::of(const at::Tensor& t) {
 }
 
 c10::ScalarType opmathType(c10::ScalarType t) {
-  return (t == c10::kHalf || t == c10::kBFloat16) ? c10::kFloat : t;
+  return (t == c10::kHalf || t == c10::kBFloat16 || at::isFloat8Type(t)) ? c10::kFloat : t;
 }
+
+c10::ScalarType valueType(c10::ScalarType t) { return at::isFloat8Type(t) ? c10::kFloat : t; }
 
 c10::ScalarType defaultFloat() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
 

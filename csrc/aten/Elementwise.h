@@ -23,6 +23,9 @@ struct Arg {
 
 // float16/bfloat16 compute in float32, as CPU PyTorch's opmath does.
 c10::ScalarType opmathType(c10::ScalarType t);
+// The dtype an op that moves or picks values (max, scatter) computes in: `t`, except float32 for float8
+// (read as float32; a float8 program would mix precisions, and -inf does not exist in the fnuz formats).
+c10::ScalarType valueType(c10::ScalarType t);
 c10::ScalarType defaultFloat();
 // Result dtype of a pointwise op over these operands (PyTorch promotion rules).
 c10::ScalarType resultType(std::initializer_list<const Arg*> args);

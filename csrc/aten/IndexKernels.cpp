@@ -245,7 +245,7 @@ void runScatter(const at::Tensor& self, int64_t dim, const at::Tensor& index, co
     at::assert_no_overlap(out, index);
     if (s.src) at::assert_no_overlap(out, *s.src);
   }
-  auto compute = s.reduce == Reduce::Replace ? self.scalar_type() : opmathType(self.scalar_type());
+  auto compute = s.reduce == Reduce::Replace ? valueType(self.scalar_type()) : opmathType(self.scalar_type());
   hlo::DType t = toHlo(compute);
   Op op = TPU_OP("aten::scatter");
   op.in(self).in(index);

@@ -23,10 +23,15 @@ hlo::DType toHlo(c10::ScalarType t) {
     case c10::kDouble: return hlo::DType::F64;
     case c10::kComplexFloat: return hlo::DType::C64;
     case c10::kComplexDouble: return hlo::DType::C128;
+    case c10::kFloat8_e4m3fn: return hlo::DType::F8E4M3FN;
+    case c10::kFloat8_e5m2: return hlo::DType::F8E5M2;
+    case c10::kFloat8_e4m3fnuz: return hlo::DType::F8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz: return hlo::DType::F8E5M2FNUZ;
+    case c10::kFloat8_e8m0fnu: return hlo::DType::F8E8M0FNU;
     default:
       TORCH_CHECK_TYPE(false, "tpu: dtype ", t,
                        " is not supported on tpu (supported: bool, uint8, int8, int16, int32, int64, float16, "
-                       "bfloat16, float32, float64, complex64, complex128); convert the tensor first, e.g. "
+                       "bfloat16, float32, float64, complex64, complex128, the float8 types); convert the tensor first, e.g. "
                        ".to(torch.float32)");
   }
 }

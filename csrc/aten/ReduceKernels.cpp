@@ -200,7 +200,7 @@ struct Extremum {
     Reduced r = reduced(self, dim, keepdim);
     checkHasIdentity(name(), self, dim, r, false);
     at::native::resize_output(out, r.shape);
-    runReduce(name(), self, r.dims, IsMax ? ReduceOp::Max : ReduceOp::Min, self.scalar_type(), out);
+    runReduce(name(), self, r.dims, IsMax ? ReduceOp::Max : ReduceOp::Min, valueType(self.scalar_type()), out);
     return out;
   }
   static at::Tensor functional(const at::Tensor& self, at::IntArrayRef dim, bool keepdim) {
@@ -215,7 +215,7 @@ struct Extremum {
     Reduced r = reduced(self, std::nullopt, false);
     checkHasIdentity(IsMax ? "max" : "min", self, std::nullopt, r, false);
     at::native::resize_output(out, r.shape);
-    runReduce(IsMax ? "max" : "min", self, r.dims, IsMax ? ReduceOp::Max : ReduceOp::Min, self.scalar_type(), out);
+    runReduce(IsMax ? "max" : "min", self, r.dims, IsMax ? ReduceOp::Max : ReduceOp::Min, valueType(self.scalar_type()), out);
     return out;
   }
   static at::Tensor full(const at::Tensor& self) {

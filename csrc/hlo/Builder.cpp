@@ -1,4 +1,5 @@
 #include "Builder.h"
+#include "Float8.h"
 
 #include <cstring>
 #include <stdexcept>
@@ -246,6 +247,7 @@ std::vector<Value> Builder::call(const std::string& callee, std::span<const Valu
 }
 
 Value Builder::constant(DType t, double v) {
+  if (isFloat8(t)) return convert(constant(DType::F32, v), t);
   if (isComplex(t)) return complex(constant(hlo::componentType(t), v), constant(hlo::componentType(t), 0));
   if (!isFloat(t)) return constantInt(t, static_cast<int64_t>(v));
   Value r = fresh(Type{t, {}});
@@ -324,12 +326,19 @@ Value Builder::clamp(Value lo, Value x, Value hi) {
 
 Value Builder::convert(Value x, DType to) {
   if (x.dtype() == to) return x;
+  // float8 converts through float32 with torch's rounding and overflow rules (Float8.cpp).
+  if (isFloat8(to)) return toFloat8(*this, x, to);
+  if (isFloat8(x.dtype())) return convert(fromFloat8(*this, x), to);
   // Complex -> real would drop the imaginary part; lowerings say so with realPart().
   if (isComplex(x.dtype()) && !isComplex(to))
     throw std::logic_error("convert: " + x.type.str() + " to " + mlirName(to) +
                            " would drop the imaginary part (take realPart first)");
   // Into complex: through the component type (XLA converts real -> complex of the same width).
   if (isComplex(to) && !isComplex(x.dtype()) && x.dtype() != componentType(to)) x = convert(x, componentType(to));
+  return plainConvert(x, to);
+}
+
+Value Builder::plainConvert(Value x, DType to) {
   Value r = fresh(Type{to, x.shape()});
   emit({&r, 1}, "stablehlo.convert", {&x, 1}, "");
   return r;
@@ -366,6 +375,7 @@ Value Builder::complex(Value re, Value im) {
 }
 
 Value Builder::isFinite(Value x) {
+  if (isFloat8(x.dtype())) x = fromFloat8(*this, x);
   Value r = fresh(Type{DType::Pred, x.shape()});
   emit({&r, 1}, "stablehlo.is_finite", {&x, 1}, "");
   return r;

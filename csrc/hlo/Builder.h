@@ -79,7 +79,8 @@ class Builder {
   Value compare(Cmp dir, Value a, Value b);                 // -> i1
   Value select(Value pred, Value onTrue, Value onFalse);
   Value clamp(Value lo, Value x, Value hi);
-  Value convert(Value x, DType to);
+  Value convert(Value x, DType to);  // with torch's rules (complex, float8)
+  Value plainConvert(Value x, DType to);  // one stablehlo.convert
   Value bitcastConvert(Value x, const Type& to);
   Value isFinite(Value x);
   // Complex parts (realPart/imagPart of a real value: itself / zeros) and complex(re, im) of f32/f64 parts.

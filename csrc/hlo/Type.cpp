@@ -18,12 +18,22 @@ const char* mlirName(DType t) {
     case DType::F64: return "f64";
     case DType::C64: return "complex<f32>";
     case DType::C128: return "complex<f64>";
+    case DType::F8E4M3FN: return "f8E4M3FN";
+    case DType::F8E5M2: return "f8E5M2";
+    case DType::F8E4M3FNUZ: return "f8E4M3FNUZ";
+    case DType::F8E5M2FNUZ: return "f8E5M2FNUZ";
+    case DType::F8E8M0FNU: return "f8E8M0FNU";
   }
   return "?";
 }
 
+bool isFloat8(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E5M2 || t == DType::F8E4M3FNUZ || t == DType::F8E5M2FNUZ ||
+         t == DType::F8E8M0FNU;
+}
+
 bool isFloat(DType t) {
-  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64;
+  return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64 || isFloat8(t);
 }
 
 bool isComplex(DType t) { return t == DType::C64 || t == DType::C128; }
@@ -44,7 +54,12 @@ size_t byteWidth(DType t) {
   switch (t) {
     case DType::Pred:
     case DType::S8:
-    case DType::U8: return 1;
+    case DType::U8:
+    case DType::F8E4M3FN:
+    case DType::F8E5M2:
+    case DType::F8E4M3FNUZ:
+    case DType::F8E5M2FNUZ:
+    case DType::F8E8M0FNU: return 1;
     case DType::S16:
     case DType::F16:
     case DType::BF16: return 2;

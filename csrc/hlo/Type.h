@@ -6,10 +6,14 @@
 
 namespace tpu::hlo {
 
-enum class DType : uint8_t { Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64, C64, C128 };
+enum class DType : uint8_t {
+  Pred, S8, S16, S32, S64, U8, U32, U64, F16, BF16, F32, F64, C64, C128,
+  F8E4M3FN, F8E5M2, F8E4M3FNUZ, F8E5M2FNUZ, F8E8M0FNU,  // float8: storage and conversions, math in f32
+};
 
 const char* mlirName(DType t);  // "f32", "i1", "ui8", ...
-bool isFloat(DType t);    // real floating point (not complex)
+bool isFloat(DType t);    // real floating point (not complex), float8 included
+bool isFloat8(DType t);   // one of the 8-bit float formats
 bool isComplex(DType t);  // complex<f32> / complex<f64>
 // The component type of a complex type (C64 -> F32), else `t`; the complex type of a float one.
 DType componentType(DType t);

@@ -4,7 +4,9 @@
 
 namespace tpu::lowering {
 
-DType accumulateType(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+DType accumulateType(DType t) {
+  return (t == DType::BF16 || t == DType::F16 || hlo::isFloat8(t)) ? DType::F32 : t;
+}
 
 Value product(Builder& b, Value a, Value c, int64_t batch) {
   std::vector<int64_t> batchDims;
@@ -29,6 +31,27 @@ Value addScaled(Builder& b, Value self, Value prod, Value beta, Value alpha) {
   Value scaledProd = t == DType::Pred ? b.binary("and", prod, b.broadcast(alphaV, shape))
                                       : b.mul(prod, b.broadcast(alphaV, shape));
   return t == DType::Pred ? b.binary("or", scaledSelf, scaledProd) : b.add(scaledSelf, scaledProd);
+}
+
+namespace {
+
+// A tensor-wise scale (one element) or a row/column-wise one ([m, 1] / [1, n]) applied to `x` in float32.
+Value scaled(Builder& b, Value x, Value scale) {
+  scale = b.convert(scale, DType::F32);
+  if (scale.type.numel() == 1) return b.mul(x, b.broadcast(b.reshape(scale, {}), x.shape()));
+  return b.mul(x, broadcastTo(b, scale, x.shape()));
+}
+
+}  // namespace
+
+Value scaledProduct(Builder& b, Value a, Value c, Value scaleA, Value scaleB, const Value* bias,
+                    const Value* scaleResult) {
+  Value p = product(b, scaled(b, b.convert(a, DType::F32), scaleA), scaled(b, b.convert(c, DType::F32), scaleB), 0);
+  if (bias) p = b.add(p, broadcastTo(b, b.convert(*bias, DType::F32), p.shape()));
+  if (!scaleResult) return p;
+  // CPU multiplies by the float32 reciprocal rather than dividing.
+  Value s = b.reshape(b.convert(*scaleResult, DType::F32), {});
+  return b.mul(p, b.broadcast(b.div(b.constant(DType::F32, 1), s), p.shape()));
 }
 
 }  // namespace tpu::lowering

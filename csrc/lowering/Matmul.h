@@ -22,5 +22,10 @@ Value batchSummedProduct(Builder& b, Value a, Value c);
 // it do not propagate, as in BLAS). `self` broadcasts to the product's shape;
 // beta and alpha are scalars of any dtype (converted).
 Value addScaled(Builder& b, Value self, Value product, Value beta, Value alpha);
+// torch._scaled_mm over float32 values (the float8 operands as read): (a * scaleA) @ (c * scaleB) [+ bias],
+// times 1 / scaleResult when given. a: [m, k], c: [k, n]; scaleA: one element or [m, 1], scaleB: one
+// element or [1, n]; bias: [n].
+Value scaledProduct(Builder& b, Value a, Value c, Value scaleA, Value scaleB, const Value* bias,
+                    const Value* scaleResult);
 
 }  // namespace tpu::lowering

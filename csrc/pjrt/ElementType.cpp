@@ -18,6 +18,11 @@ PJRT_Buffer_Type toPjrt(ElementType t) {
     case ElementType::F64: return PJRT_Buffer_Type_F64;
     case ElementType::C64: return PJRT_Buffer_Type_C64;
     case ElementType::C128: return PJRT_Buffer_Type_C128;
+    case ElementType::F8E4M3FN: return PJRT_Buffer_Type_F8E4M3FN;
+    case ElementType::F8E5M2: return PJRT_Buffer_Type_F8E5M2;
+    case ElementType::F8E4M3FNUZ: return PJRT_Buffer_Type_F8E4M3FNUZ;
+    case ElementType::F8E5M2FNUZ: return PJRT_Buffer_Type_F8E5M2FNUZ;
+    case ElementType::F8E8M0FNU: return PJRT_Buffer_Type_F8E8M0FNU;
   }
   return PJRT_Buffer_Type_INVALID;
 }
@@ -26,7 +31,12 @@ size_t byteWidth(ElementType t) {
   switch (t) {
     case ElementType::Pred:
     case ElementType::S8:
-    case ElementType::U8: return 1;
+    case ElementType::U8:
+    case ElementType::F8E4M3FN:
+    case ElementType::F8E5M2:
+    case ElementType::F8E4M3FNUZ:
+    case ElementType::F8E5M2FNUZ:
+    case ElementType::F8E8M0FNU: return 1;
     case ElementType::S16:
     case ElementType::F16:
     case ElementType::BF16: return 2;

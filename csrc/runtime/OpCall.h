@@ -30,7 +30,8 @@ struct HostOperand {
   uint64_t rngWords = 0;
   static constexpr uint64_t kForeignGenerator = ~uint64_t{0};
   static HostOperand scalar(hlo::DType t, double v) {
-    HostOperand o{t};
+    // float8 scalars travel as float32 and the program rounds them (torch's rules, hlo/Float8.cpp).
+    HostOperand o{hlo::isFloat8(t) ? hlo::DType::F32 : t};
     o.f[0] = v;
     o.i[0] = static_cast<int64_t>(v);
     return o;

@@ -28,7 +28,10 @@ TraceResult traceOp(hlo::Builder& b, TraceContext& ctx, const OpCall& call, Func
     const TensorArg& a = call.inputs[j];
     Value flat = flatAs(b, ctx, call, a.storage, a.view.dtype);
     std::optional<Value> offset = ctx.viewOffset(b, a, j, /*write=*/false);
-    inputs.push_back(readView(b, flat, a.view, offset ? &*offset : nullptr));
+    Value in = readView(b, flat, a.view, offset ? &*offset : nullptr);
+    // float8 is a storage format: every op computes in float32 and rounds its result to the output's
+    // format, as CPU does for the float8 ops it implements.
+    inputs.push_back(hlo::isFloat8(in.dtype()) ? b.convert(in, hlo::DType::F32) : in);
   }
   std::vector<Value> operands;
   operands.reserve(call.operands.size());
