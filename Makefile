@@ -19,11 +19,19 @@ demo: build
 TEST_CACHE_DIR ?= $(HOME)/.cache/torch_tpu-ci
 TEST_CACHE_MAX_BYTES ?= 2G
 
-test: build
+# The serving suite (tests/serving, minutes per engine) runs in `make test-serving`; `make test` installs
+# the serving extra and runs its representative tests: vLLM greedy equals Hugging Face, one server request.
+SERVING_QUICK := 'tests/serving/test_vllm.py::test_llama_greedy_equals_hf[strict]' \
+  tests/serving/test_server.py::test_completions_greedy_equals_hf \
+  tests/serving/test_server.py::test_streaming_concatenates_to_the_full_text
+
+test: build $(VENV)/.serving
 	cd $(BUILD) && TORCH_TPU_CACHE=0 ctest --output-on-failure
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
-	  $(PY) -m pytest tests -x -q -p no:cacheprovider
+	  $(PY) -m pytest tests -x -q -p no:cacheprovider --ignore=tests/serving
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest $(SERVING_QUICK) -x -q -p no:cacheprovider
 
 # The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
 # (`make test` runs the entries marked quick); regenerates docs/model_coverage.md.
