@@ -9,6 +9,8 @@ Environment:
 - `TORCH_TPU_VLLM=0` leaves vLLM to its built-in platforms.
 - `TORCH_TPU_VLLM_DEVICE=cpu` runs the same plugin on device "cpu" (CPU eager PyTorch): the baseline of
   benchmarks/serving.py.
+- `TORCH_TPU_VLLM_BUCKETS=0` turns off the fixed-shape step padding (model_runner), `TORCH_TPU_VLLM_WARM_UP=0`
+  only the warm-up over the buckets.
 """
 import os
 

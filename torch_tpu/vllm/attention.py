@@ -5,9 +5,13 @@ The KV cache of a layer is vLLM's logical page view [num_blocks, num_kv_heads, b
 decode alike, attends to the cache pages of its own request: its request is found on the device from
 query_start_loc, its pages gathered through the block table, and a mask keeps the positions it may see
 (causal, below its request's length, inside the sliding window). The block table is cut to a
-power-of-two number of blocks covering the batch's longest sequence, so a serving process sees few
-distinct shapes. Block 0 is vLLM's null block, never handed to a request: padded tokens (slot -1) write
-there.
+power-of-two number of blocks covering the batch's longest sequence (buckets.width). Block 0 is vLLM's
+null block, never handed to a request: padded tokens (slot -1) write there.
+
+TpuModelRunner passes the tokens padded to their bucket and the request-indexed tensors (query starts,
+sequence lengths, block table) at their full size max_num_seqs, so every op here has a shape fixed by
+(token bucket, width). Padded tokens fall on a request row past the batch (sequence length 0) or on the
+last request; their outputs are never read.
 """
 from dataclasses import dataclass
 from typing import ClassVar
@@ -85,14 +89,13 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
         num_reqs = m.num_reqs
         query_start_loc = m.query_start_loc[: num_reqs + 1]
         num_tokens = m.slot_mapping.shape[0]
-        # Padded tokens past the last request are folded onto it; their outputs are never read.
+        # Tokens past the last request's end fall on the last row (never read).
         request = token_requests(query_start_loc, num_tokens).clamp_(max=num_reqs - 1)
         seq_lens = m.seq_lens[:num_reqs].to(torch.int64)
         query_end = query_start_loc[1:].to(torch.int64)
         token = torch.arange(num_tokens, device=query_start_loc.device)
         position = seq_lens[request] - (query_end[request] - token)
-        table_width = m.block_table_tensor.shape[1]
-        blocks = min(buckets.bucket(-(-m.max_seq_len // self.block_size)), table_width)
+        blocks = buckets.width(m.max_seq_len, self.block_size, m.block_table_tensor.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=m.num_actual_tokens,
             token_request=request,

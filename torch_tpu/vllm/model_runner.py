@@ -1,10 +1,43 @@
-"""vLLM's model runner on device tpu: GPUModelRunner, with CUDA's stream and event API routed to torch.tpu.
+"""vLLM's model runner on device tpu: GPUModelRunner, with CUDA's stream and event API routed to torch.tpu,
+and every step padded to fixed-shape buckets (torch_tpu.vllm.buckets).
 
 The runner keeps vLLM's pinned host buffers and their non_blocking copies to the device (torch_tpu
-supports both), its input preparation and sampler; the attention backend is torch_tpu.vllm.attention.
+supports both), its scheduling bookkeeping and sampler; the attention backend is torch_tpu.vllm.attention.
+
+Fixed shapes. Strict mode compiles one program per op signature, so every device op of a step must see
+bucketed sizes, or each new batch size compiles new programs mid-serving. GPUModelRunner pads the token
+count only for CUDA graphs, and prepares its inputs with device ops on [:num_tokens] / [:num_reqs]
+slices. On the plain text-decoder path this runner instead:
+- prepares positions, slot mapping and logits indices on the host (numpy), padded to the token bucket
+  (positions 0, input id 0, slot -1: vLLM's null block 0) and the request bucket (the last real token's
+  index), and uploads each buffer once at its bucket size;
+- hands attention the request-indexed tensors (query starts, sequence lengths, block table) at their full
+  fixed size max_num_seqs; rows past the batch have sequence length 0;
+- runs logits and the greedy sampler on the padded request rows and drops the padded rows' tokens on the
+  host.
+warm_up() runs dummy steps over the buckets (buckets.warm_up_plan) through this same path, so that
+serving compiles nothing new. Other paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
+inputs, pipeline / data / context parallel, pooling, TORCH_TPU_VLLM_BUCKETS=0) run GPUModelRunner's
+own preparation, correct but compiling per batch size.
 """
+import os
+from dataclasses import dataclass, replace
+
+import numpy as np
 import torch
+from vllm.config import CUDAGraphMode
+from vllm.forward_context import BatchDescriptor
+from vllm.logger import init_logger
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
+from vllm.v1.worker.block_table import SlotMappingMode
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+from . import buckets
+
+logger = init_logger(__name__)
+
+PAD_SLOT = -1  # vLLM's PAD_SLOT_ID: attention writes these tokens to the null block 0
 
 
 def _event(*args, blocking=None, **kwargs):
@@ -26,14 +59,230 @@ def route_cuda_streams_to_tpu() -> None:
     torch.cuda.set_stream = torch.tpu.set_stream
 
 
+@dataclass(frozen=True)
+class PaddedStep:
+    tokens: int  # scheduled tokens
+    padded_tokens: int
+    reqs: int  # requests in the batch
+    padded_reqs: int
+
+
+def _rows_independent(md) -> bool:
+    """Whether the sampler can run on padded logits rows: greedy, without per-request tensors sized to
+    the real batch (penalties, allowed-token masks, logprobs)."""
+    return (md.all_greedy and md.no_penalties and md.allowed_token_ids_mask is None
+            and md.max_num_logprobs is None and not md.logprob_token_ids and not md.bad_words_token_ids)
+
+
 class TpuModelRunner(GPUModelRunner):
     def __init__(self, vllm_config, device: torch.device):
         route_cuda_streams_to_tpu()
         super().__init__(vllm_config, device)
         self.use_cuda_graph = False
+        self._bucketed: bool | None = None  # decided at the first step (the model is loaded by then)
+        self._step: PaddedStep | None = None  # the step in flight, when it is bucketed
+        self._sampled_padded: torch.Tensor | None = None
+        self._positions_host = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
+        self._logits_indices = self._make_buffer(self.max_num_reqs, dtype=torch.int64)
+        self._is_padding_host = self._make_buffer(self.max_num_tokens, dtype=torch.bool)
 
     def _sync_device(self) -> None:
         torch.tpu.synchronize(self.device)
 
     def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
+        padded, self._sampled_padded = self._sampled_padded, None
+        if padded is not None:
+            # The whole padded output comes back (no slicing program on the device); padding is cut here.
+            return padded.tolist()[: sampled_token_ids.shape[0]]
         return sampled_token_ids.tolist()
+
+    # --- which steps are bucketed -------------------------------------------------------------------
+
+    def _uses_buckets(self) -> bool:
+        if self._bucketed is None:
+            from vllm.distributed.parallel_state import get_pp_group
+
+            pc = self.parallel_config
+            reasons = {
+                "TORCH_TPU_VLLM_BUCKETS=0": os.environ.get("TORCH_TPU_VLLM_BUCKETS", "1") == "0",
+                "speculative decoding": self.speculative_config is not None,
+                "LoRA": self.lora_config is not None,
+                "M-RoPE": self.uses_mrope,
+                "multimodal inputs": self.supports_mm_inputs,
+                "prompt embeddings": self.enable_prompt_embeds,
+                "pooling": self.is_pooling_model,
+                "encoder-decoder": self.model_config.is_encoder_decoder,
+                "context parallel": self.dcp_world_size > 1,
+                "pipeline parallel": get_pp_group().world_size > 1,
+                "data parallel": pc.data_parallel_size > 1 or pc.use_ubatching,
+                "async scheduling": self.use_async_scheduling,
+                "kv_sharing_fast_prefill": self.cache_config.kv_sharing_fast_prefill,
+                "hybrid (recurrent) layers": self.model_config.is_hybrid,
+            }
+            off = [name for name, on in reasons.items() if on]
+            self._bucketed = not off
+            if off:
+                logger.warning("tpu: steps are not padded to fixed-shape buckets (%s): Strict mode compiles "
+                               "programs per batch size while serving", ", ".join(off))
+        return self._bucketed
+
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        self._step = None  # set by _prepare_inputs when this step is bucketed
+        self._sampled_padded = None
+        return super().execute_model(scheduler_output, intermediate_tensors)
+
+    def _dummy_run(self, *args, **kwargs):
+        self._step = None  # profiling runs take GPUModelRunner's own path
+        return super()._dummy_run(*args, **kwargs)
+
+    # --- input preparation on the host, padded -----------------------------------------------------
+
+    def _prepare_inputs(self, scheduler_output, num_scheduled_tokens: np.ndarray):
+        if not self._uses_buckets():
+            return super()._prepare_inputs(scheduler_output, num_scheduled_tokens)
+        n = scheduler_output.total_num_scheduled_tokens
+        r = self.input_batch.num_reqs
+        assert n > 0 and r > 0
+        step = PaddedStep(n, buckets.padded(n, self.scheduler_config.max_num_batched_tokens, buckets.MIN_TOKENS),
+                          r, buckets.padded(r, self.max_num_reqs, buckets.MIN_REQS))
+        big_n, big_r = step.padded_tokens, step.padded_reqs
+        batch = self.input_batch
+
+        # The whole block table (fixed size): attention reads its rows through the request of each token.
+        batch.block_table.commit_block_table(self.max_num_reqs)
+
+        req_indices = np.repeat(self.arange_np[:r], num_scheduled_tokens)
+        cu_num_tokens = self._get_cumsum_and_arange(num_scheduled_tokens, self.query_pos.np)
+        positions = batch.num_computed_tokens_cpu[req_indices] + self.query_pos.np[:n]
+
+        token_indices = positions + req_indices * batch.token_ids_cpu.shape[1]
+        torch.index_select(batch.token_ids_cpu_tensor.flatten(), 0, torch.from_numpy(token_indices),
+                           out=self.input_ids.cpu[:n])
+        self.input_ids.np[n:big_n] = 0
+        self.input_ids.copy_to_gpu(big_n)
+
+        pos = self._positions_host.np
+        pos[:n] = positions
+        pos[n:big_n] = 0
+        self.positions[:big_n].copy_(self._positions_host.cpu[:big_n], non_blocking=True)
+
+        # Query starts past the batch stay at its end (non-decreasing), as vLLM pads them.
+        self.query_start_loc.np[0] = 0
+        self.query_start_loc.np[1 : r + 1] = cu_num_tokens
+        self.query_start_loc.np[r + 1 :].fill(cu_num_tokens[-1])
+        self.query_start_loc.copy_to_gpu()
+
+        torch.add(batch.num_computed_tokens_cpu_tensor[:r], torch.from_numpy(num_scheduled_tokens),
+                  out=self.optimistic_seq_lens_cpu[:r])
+        self.optimistic_seq_lens_cpu[r:].fill_(0)
+        self.seq_lens.copy_(self.optimistic_seq_lens_cpu, non_blocking=True)
+
+        self._compute_prev_positions(r)
+        num_tokens = np.array([self.requests[q].num_tokens for q in batch.req_ids], dtype=np.int32)
+        # Partial prefills sample nothing: their tokens are cleared on the host (_bookkeeping_sync).
+        self.discard_request_mask.np[:r] = self.optimistic_seq_lens_cpu[:r].numpy() < num_tokens
+        self.discard_request_mask.np[r:] = False
+
+        for table in batch.block_table.block_tables:
+            if table.slot_mapping_mode == SlotMappingMode.NONE:  # recurrent-state groups: no slots
+                continue
+            bs = table.block_size
+            blocks = table.block_table.np[req_indices, positions // bs].astype(np.int64)
+            table.slot_mapping.np[:n] = blocks * bs + positions % bs
+            table.slot_mapping.np[n:big_n] = PAD_SLOT
+            table.slot_mapping.copy_to_gpu(big_n)
+
+        # Padded request rows sample from the batch's last token; their tokens are dropped.
+        li = self._logits_indices.np
+        li[:r] = cu_num_tokens - 1
+        li[r:big_r] = n - 1
+        logits_indices = self._logits_indices.copy_to_gpu(big_r)
+        self._step = step
+        return logits_indices, None, 1
+
+    def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
+        if self._step is None:
+            return super()._determine_batch_execution_and_padding(num_tokens, num_reqs, *args, **kwargs)
+        desc = BatchDescriptor(num_tokens=self._step.padded_tokens, num_reqs=self._step.padded_reqs)
+        return CUDAGraphMode.NONE, desc, False, None, None
+
+    def _get_slot_mappings(self, num_tokens_padded, num_reqs_padded, num_tokens_unpadded, ubatch_slices=None):
+        if self._step is not None:
+            num_tokens_unpadded = num_tokens_padded  # the padding is -1 already (host side)
+        return super()._get_slot_mappings(num_tokens_padded, num_reqs_padded, num_tokens_unpadded, ubatch_slices)
+
+    def _build_attention_metadata(self, num_tokens, num_reqs, max_query_len, num_tokens_padded=None,
+                                  num_reqs_padded=None, **kwargs):
+        if self._step is not None:
+            # Tokens at their bucket, request-indexed tensors at their full size.
+            num_tokens = num_tokens_padded = self._step.padded_tokens
+            num_reqs = num_reqs_padded = self.max_num_reqs
+        return super()._build_attention_metadata(num_tokens, num_reqs, max_query_len, num_tokens_padded,
+                                                 num_reqs_padded, **kwargs)
+
+    def _prepare_padding_mask(self, num_tokens_unpadded, num_tokens_padded):
+        if self._step is None:
+            return super()._prepare_padding_mask(num_tokens_unpadded, num_tokens_padded)
+        mask = self._is_padding_host.np
+        mask[:num_tokens_unpadded] = False
+        mask[num_tokens_unpadded:num_tokens_padded] = True
+        padding = self.is_padding[:num_tokens_padded]
+        padding.copy_(self._is_padding_host.cpu[:num_tokens_padded], non_blocking=True)
+        return padding
+
+    def _preprocess(self, scheduler_output, num_input_tokens, intermediate_tensors=None):
+        if self._step is None:
+            return super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors)
+        # Text-only first-rank path of GPUModelRunner._preprocess, without its device zeroing of the padded
+        # positions (a program per padding size): the host wrote them as 0.
+        return (self.input_ids.gpu[:num_input_tokens], None, self.positions[:num_input_tokens], None,
+                self._init_model_kwargs(), None)
+
+    def _sample(self, logits, spec_decode_metadata):
+        step = self._step
+        if step is None or logits is None or logits.shape[0] == step.reqs:
+            return super()._sample(logits, spec_decode_metadata)
+        if not _rows_independent(self.input_batch.sampling_metadata):
+            # Per-request sampling tensors are sized to the real batch: sample its rows only (compiles
+            # the sampler per batch size, not yet bucketed).
+            return super()._sample(logits[: step.reqs], spec_decode_metadata)
+        out = super()._sample(logits, spec_decode_metadata)
+        self._sampled_padded = out.sampled_token_ids
+        return replace(out, sampled_token_ids=out.sampled_token_ids[: step.reqs])
+
+    # --- warm-up ------------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Runs one dummy step per entry of buckets.warm_up_plan through execute_model / sample_tokens, so
+        every program a bucketed serving step uses is compiled (or loaded from the persistent cache) now.
+
+        The dummy requests are greedy, their blocks all the null block 0 (which attention never reads for
+        a real request), and they are finished after their step. TORCH_TPU_VLLM_WARM_UP=0 skips it
+        (programs then compile at first use, as without buckets)."""
+        if (os.environ.get("TORCH_TPU_VLLM_WARM_UP", "1") == "0" or not self._uses_buckets()
+                or not self.kv_cache_config.kv_cache_groups):
+            return
+        block_size = self.cache_config.block_size
+        table_width = self.input_batch.block_table[0].max_num_blocks_per_req
+        plan = buckets.warm_up_plan(self.scheduler_config.max_num_batched_tokens, self.max_num_reqs, block_size,
+                                    self.max_model_len, table_width)
+        logger.info("tpu: warming up %d bucketed steps", len(plan))
+        params = SamplingParams(temperature=0.0, max_tokens=1)
+        group_block_sizes = [g.kv_cache_spec.block_size for g in self.kv_cache_config.kv_cache_groups]
+        for k, (n, r, seq_len) in enumerate(plan):
+            ids = [f"_tpu_warm_up_{k}_{i}" for i in range(r)]
+            share = [n // r + (1 if i < n % r else 0) for i in range(r)]
+            out = SchedulerOutput.make_empty()
+            for rid, q in zip(ids, share):
+                out.scheduled_new_reqs.append(NewRequestData(
+                    req_id=rid, prompt_token_ids=[0] * seq_len, mm_features=[], sampling_params=params,
+                    pooling_params=None, block_ids=tuple([0] * buckets.cdiv(seq_len, bs) for bs in group_block_sizes),
+                    num_computed_tokens=seq_len - q, lora_request=None))
+                out.num_scheduled_tokens[rid] = q
+            out.total_num_scheduled_tokens = n
+            self.execute_model(out)
+            self.sample_tokens(None)
+            done = SchedulerOutput.make_empty()
+            done.finished_req_ids = set(ids)
+            self.execute_model(done)
+        self._sync_device()

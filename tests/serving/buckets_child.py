@@ -1,0 +1,34 @@
+"""Child of test_buckets.py: vllm.LLM greedy on tpu after its warm-up, over batches of different sizes and
+prompt lengths; prints the tokens and the programs the serving part added, as one JSON line.
+
+argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch).
+"""
+import json
+import os
+import sys
+
+
+def main():
+    folder, batches_file = sys.argv[1], sys.argv[2]
+    with open(batches_file) as f:
+        batches = json.load(f)
+    import torch_tpu.device as tpu_device
+    from vllm import LLM, SamplingParams
+
+    # Chunked prefill at 32 tokens: long prompts take several partial steps.
+    llm = LLM(model=folder, dtype="float32", max_model_len=128, max_num_seqs=8, max_num_batched_tokens=32,
+              kv_cache_memory_bytes=8 << 20, enforce_eager=True, seed=0)
+    tpu_device.reset_compile_cache_stats()  # LLM() has warmed up: everything from here is serving
+    tokens = []
+    for batch in batches:
+        params = [SamplingParams(temperature=0, max_tokens=m, ignore_eos=True) for _, m in batch]
+        outs = llm.generate([p for p, _ in batch], params, use_tqdm=False)
+        tokens.append([list(o.outputs[0].token_ids) for o in outs])
+    stats = tpu_device.compile_cache_stats()
+    print("RESULT " + json.dumps({"tokens": tokens, "new_programs": stats["memory"]["misses"],
+                                  "compiles": stats["compiles"]}), flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    main()

@@ -1,0 +1,91 @@
+"""Fixed-shape serving steps (torch_tpu.vllm.buckets, TpuModelRunner): the bucket arithmetic and warm-up
+plan, and, end to end, that after vLLM's warm-up on tpu (Strict mode) serving batches of other sizes and
+prompt lengths compiles no new program while the greedy tokens still equal Hugging Face greedy.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("vllm")  # not installed: skipped; a broken install fails collection
+
+HERE = os.path.dirname(__file__)
+sys.path.insert(0, HERE)
+import tiny_models  # noqa: E402
+
+from torch_tpu.vllm import buckets  # noqa: E402
+
+
+def test_bucket_padding():
+    assert [buckets.bucket(n) for n in (0, 1, 2, 3, 5, 8, 9)] == [1, 1, 2, 4, 8, 8, 16]
+    assert [buckets.padded(n, 64, 8) for n in (1, 7, 8, 9, 33, 64)] == [8, 8, 8, 16, 64, 64]
+    assert buckets.padded(65, 100, 8) == 100  # capped at the configured maximum
+    assert buckets.sizes(64, 8) == [8, 16, 32, 64]
+    assert buckets.sizes(100, 8) == [8, 16, 32, 64, 100]
+    assert buckets.sizes(5, 8) == [5]
+    for maximum, minimum in [(64, 8), (100, 8), (5, 8), (48, 1)]:
+        assert buckets.sizes(maximum, minimum) == sorted({buckets.padded(n, maximum, minimum)
+                                                          for n in range(1, maximum + 1)})
+    # width: blocks covering the longest sequence, a power of two, at most the table's width
+    assert [buckets.width(s, 16, 8) for s in (1, 16, 17, 33, 65, 127)] == [1, 1, 2, 4, 8, 8]
+    assert buckets.width(100, 16, 6) == 6
+    assert buckets.widths(128, 16, 8) == [1, 2, 4, 8]
+
+
+@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width",
+                         [(32, 8, 16, 128, 8), (64, 16, 16, 128, 8), (100, 4, 16, 100, 7), (24, 8, 4, 40, 10)])
+def test_warm_up_plan_reaches_every_serving_shape(max_tokens, max_reqs, block_size, max_model_len, table_width):
+    """Every (token bucket, width) and (token bucket, request bucket) pair of any step the scheduler can
+    form (n tokens over r requests, longest sequence L: r <= n <= r * L, L < max_model_len) is reached
+    by some warm-up step, and every warm-up step is such a step."""
+    def pairs(n, r, seq_len):
+        big_n = buckets.padded(n, max_tokens, buckets.MIN_TOKENS)
+        return {("w", big_n, buckets.width(seq_len, block_size, table_width)),
+                ("r", big_n, buckets.padded(r, max_reqs, buckets.MIN_REQS))}
+
+    plan = buckets.warm_up_plan(max_tokens, max_reqs, block_size, max_model_len, table_width)
+    warmed = set()
+    for n, r, seq_len in plan:
+        assert 1 <= r <= min(n, max_reqs) and n <= min(max_tokens, r * seq_len) and seq_len < max_model_len
+        warmed |= pairs(n, r, seq_len)
+    needed = set()
+    for seq_len in range(1, max_model_len):
+        for r in range(1, max_reqs + 1):
+            for n in range(r, min(max_tokens, r * seq_len) + 1):
+                needed |= pairs(n, r, seq_len)
+    assert needed <= warmed
+    assert len(plan) == len(set(plan))
+
+
+LONG = " ".join(tiny_models.CORPUS[:5])  # ~40 tokens: a chunked prefill at 32 tokens per step
+
+
+def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path):
+    """Batches of 6, 1, 3 and 8 requests with different prompt lengths and max_tokens (so the decode
+    batch shrinks as requests finish), long prompts over chunked prefill: 0 new programs after warm-up,
+    and every request's tokens equal HF greedy."""
+    folder = tiny_models.make_model("llama", str(tmp_path / "llama"))
+    prompts = tiny_models.PROMPTS
+    batches = [
+        [[p, 4 + 2 * i] for i, p in enumerate(prompts)],
+        [[prompts[1], 9]],
+        [[LONG, 12], [prompts[0], 3], [prompts[5], 7]],
+        [[p, 10 - i] for i, p in enumerate(prompts + [LONG, "the"])],
+    ]
+    batches_file = tmp_path / "batches.json"
+    batches_file.write_text(json.dumps(batches))
+    env = dict(os.environ, TORCH_TPU_EAGER_MODE="strict", TORCH_TPU_VLLM_DEVICE="tpu",
+               VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "buckets_child.py"), folder, str(batches_file)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][len("RESULT "):])
+
+    unique = sorted({p for batch in batches for p, _ in batch})
+    longest = max(m for batch in batches for _, m in batch)
+    reference = dict(zip(unique, tiny_models.hf_greedy(folder, unique, longest)))
+    for batch, got in zip(batches, result["tokens"]):
+        assert got == [reference[p][:m] for p, m in batch]
+    assert result["new_programs"] == 0, result
