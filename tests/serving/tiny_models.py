@@ -64,8 +64,9 @@ def _config(kind: str, vocab: int):
     raise ValueError(kind)
 
 
-def make_model(kind: str, folder: str, dtype=torch.float32) -> str:
-    """Writes a tiny `kind` model and its tokenizer to `folder` (once) and returns the folder."""
+def make_model(kind: str, folder: str, dtype=torch.float32, edit=None) -> str:
+    """Writes a tiny `kind` model and its tokenizer to `folder` (once) and returns the folder; `edit(model)`
+    changes its weights before they are saved."""
     import transformers as tf
 
     if os.path.exists(os.path.join(folder, "config.json")):
@@ -78,10 +79,27 @@ def make_model(kind: str, folder: str, dtype=torch.float32) -> str:
         for p in model.parameters():
             if p.dim() > 1:
                 p.normal_(0, 0.2)
+        if edit is not None:
+            edit(model)
     model.generation_config.do_sample = False
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
+
+
+def cycle_tokens(model) -> None:
+    """An `edit` for make_model("llama"): greedy text that mostly walks 4-token cycles, so n-gram speculative
+    drafts get accepted. The output head's row for token s is the embedding of s's predecessor in its group
+    of four, so a last hidden state near token t's embedding scores t's successor 4 * (t // 4) + (t + 1) % 4
+    highest; the layers' output projections scaled by 0.1 still move the logits, and break the cycles at
+    prompt-dependent places (so drafts get rejected too)."""
+    emb = model.model.embed_tokens.weight
+    t = torch.arange(emb.shape[0])
+    before = (4 * (t // 4) + (t - 1) % 4).clamp(max=emb.shape[0] - 1)
+    model.lm_head.weight.copy_(emb[before])
+    for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.mul_(0.1)
+        layer.mlp.down_proj.weight.mul_(0.1)
 
 
 def _hf_float64(folder: str):
