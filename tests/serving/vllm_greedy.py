@@ -5,6 +5,7 @@ Also the helpers the other serving tests share: the engine settings (`LLM_ARGS`)
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -27,15 +28,33 @@ def emit(result) -> None:
     print("RESULT " + json.dumps(result), flush=True)
 
 
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:  # the child and everything it started are gone already
+        pass
+
+
 def run_child(script, *args, mode="strict", device="tpu", timeout=600):
     """Runs HERE/script with args in its own process (engine in-process, eager mode `mode`, plugin device
-    `device`) and returns what it emitted."""
+    `device`) and returns what it emitted.
+
+    The child leads a process group of its own: whatever it leaves running (vLLM's worker processes under
+    tensor parallelism) is killed with it when it exits, fails or passes `timeout`."""
     env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_VLLM_DEVICE=device,
                VLLM_ENABLE_V1_MULTIPROCESSING="0")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, script), *map(str, args)],
-                          env=env, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+    proc = subprocess.Popen([sys.executable, os.path.join(HERE, script), *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        raise AssertionError(f"{script} timed out after {timeout} s\n{err[-4000:]}") from None
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, err[-4000:]
+    line = [l for l in out.splitlines() if l.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
 
 
