@@ -34,7 +34,7 @@ from .platform import MODEL_DTYPES
 class TpuAttentionBackend(AttentionBackend):
     forward_includes_kv_cache_update: bool = False
     supported_dtypes: ClassVar[list[torch.dtype]] = list(MODEL_DTYPES)
-    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto", "bfloat16", "float16"]
+    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
     @staticmethod
     def get_name() -> str:
@@ -129,6 +129,7 @@ class TpuAttentionImpl(AttentionImpl):
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping):
         if self.kv_sharing_target_layer_name is not None:
             return
+        kv_cache = _typed_cache(kv_cache, self.kv_cache_dtype)
         num_blocks, _, block_size, _ = kv_cache.shape
         slots = slot_mapping[: key.shape[0]].to(torch.int64).clamp(min=0)  # -1 (padding) -> the null block
         entries = torch.cat([key, value], dim=-1)
@@ -149,7 +150,7 @@ class TpuAttentionImpl(AttentionImpl):
         q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head)
 
         # [tokens, blocks, kv_heads, block_size, 2 * head] -> [tokens, kv_heads, positions, 2 * head]
-        pages = kv_cache[m.block_table[m.token_request]]
+        pages = _typed_cache(kv_cache, self.kv_cache_dtype)[m.block_table[m.token_request]]
         t, blocks, kv_heads, block_size, width = pages.shape
         pages = pages.permute(0, 2, 1, 3, 4).reshape(t, kv_heads, blocks * block_size, width)
         if pages.dtype != q.dtype:
@@ -168,6 +169,15 @@ class TpuAttentionImpl(AttentionImpl):
         out = torch.matmul(probs, values.float()).to(output.dtype)  # [t, kvh, g, head]
         output[:num_tokens].copy_(out.reshape(output[:num_tokens].shape))
         return output
+
+
+# vLLM allocates an fp8 cache as bytes (uint8); its entries are float8 of the named format ("fp8" is e4m3).
+_FP8_CACHE = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+
+
+def _typed_cache(kv_cache, kv_cache_dtype):
+    fp8 = _FP8_CACHE.get(kv_cache_dtype)
+    return kv_cache.view(fp8) if fp8 is not None and kv_cache.dtype == torch.uint8 else kv_cache
 
 
 def _scale(layer, name):

@@ -25,6 +25,9 @@ class TpuPlatform(Platform):
     # name this backend explicitly, which bypasses torch_tpu's default-backend routing: Inductor has no
     # code generator for tpu.
     simple_compile_backend: str = "tpu" if _DEVICE == "tpu" else "inductor"
+    # FP8 W8A8 (torch_tpu.vllm.fp8): fp8 checkpoints and online per-tensor / per-channel quantization. vLLM's
+    # verify_quantization refuses every other method with its own error.
+    supported_quantization: list[str] = ["fp8", "fp8_per_tensor", "fp8_per_channel"]
 
     @property
     def supported_dtypes(self) -> list[torch.dtype]:
@@ -36,10 +39,16 @@ class TpuPlatform(Platform):
             raise ValueError(f"tpu: vLLM model dtype {dtype} is not supported; use bfloat16, float16 or float32")
 
     @classmethod
-    def verify_quantization(cls, quant: str) -> None:
-        # FP8 waits for float8 dtypes on tpu: refused here rather than failing inside the model.
-        raise ValueError(f"tpu: {quant} quantization is not supported yet by torch_tpu's vLLM plugin; "
-                         "serve the unquantized checkpoint (dtype bfloat16 or float32)")
+    def supports_fp8(cls) -> bool:
+        return True
+
+    @classmethod
+    def fp8_dtype(cls) -> torch.dtype:
+        return torch.float8_e4m3fn
+
+    @classmethod
+    def is_fp8_fnuz(cls) -> bool:
+        return False
 
     @classmethod
     def import_kernels(cls) -> None:
@@ -50,10 +59,11 @@ class TpuPlatform(Platform):
     def register_triton_kernel_overrides(cls) -> None:
         from vllm.triton_utils.dispatcher import register_kernels
 
-        from . import kernels
+        from . import fp8, kernels
         register_kernels(kernels.OVERRIDES)
-        # vLLM calls this in every worker before building the model: the MoE ops go in at the same point.
+        # vLLM calls this in every worker before building the model: the MoE and FP8 ops go in at the same point.
         kernels.register_moe()
+        fp8.register()
 
     @classmethod
     def get_attn_backend_cls(cls, selected_backend, attn_selector_config, num_heads=None) -> str:
@@ -63,6 +73,12 @@ class TpuPlatform(Platform):
                 "serve a model with standard (multi-head / grouped-query) attention")
         from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
 
+        from .attention import TpuAttentionBackend
+        # vLLM checks an out-of-tree backend's cache dtypes nowhere else.
+        if not TpuAttentionBackend.supports_kv_cache_dtype(attn_selector_config.kv_cache_dtype):
+            raise ValueError(f"tpu: kv_cache_dtype {attn_selector_config.kv_cache_dtype!r} is not supported by "
+                             "torch_tpu's vLLM attention backend; use one of "
+                             f"{', '.join(TpuAttentionBackend.supported_kv_cache_dtypes)}")
         path = "torch_tpu.vllm.attention.TpuAttentionBackend"
         if "TORCH_TPU_PAGED" not in AttentionBackendEnum.__members__:  # layers look their backend up by name
             register_backend("TORCH_TPU_PAGED", path)
