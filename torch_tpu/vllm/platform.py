@@ -59,10 +59,10 @@ class TpuPlatform(Platform):
     def register_triton_kernel_overrides(cls) -> None:
         from vllm.triton_utils.dispatcher import register_kernels
 
-        from . import fp8, kernels
+        from . import fp8, kernels, moe
         register_kernels(kernels.OVERRIDES)
         # vLLM calls this in every worker before building the model: the MoE and FP8 ops go in at the same point.
-        kernels.register_moe()
+        moe.register()
         fp8.register()
 
     @classmethod
