@@ -67,15 +67,17 @@ def dynamic_per_token_scaled_fp8_quant(result, input, scale, scale_ub=None):
     result[: input.shape[0]].copy_(_saturate(input.float() / s, result.dtype))
 
 
-# name -> (function, schema arguments), as vllm._C declares them
+# name -> (function, schema), as vllm._C declares them
 _C_OPS = {
-    "static_scaled_fp8_quant": (static_scaled_fp8_quant,
-                                "Tensor(a!) result, Tensor input, Tensor scale, int[]? group_shape=None"),
-    "dynamic_scaled_fp8_quant": (dynamic_scaled_fp8_quant, "Tensor(a!) result, Tensor input, Tensor(b!) scale"),
+    "static_scaled_fp8_quant": (static_scaled_fp8_quant, "static_scaled_fp8_quant(Tensor(a!) result, "
+                                "Tensor input, Tensor scale, int[]? group_shape=None) -> ()"),
+    "dynamic_scaled_fp8_quant": (dynamic_scaled_fp8_quant, "dynamic_scaled_fp8_quant(Tensor(a!) result, "
+                                 "Tensor input, Tensor(b!) scale) -> ()"),
     "dynamic_per_token_scaled_fp8_quant": (dynamic_per_token_scaled_fp8_quant,
-                                           "Tensor(a!) result, Tensor input, Tensor(b!) scale, Tensor? scale_ub"),
+                                           "dynamic_per_token_scaled_fp8_quant(Tensor(a!) result, Tensor input, "
+                                           "Tensor(b!) scale, Tensor? scale_ub) -> ()"),
 }
-_libraries = []
+_registered = False
 
 
 def _kernel_class():
@@ -118,16 +120,16 @@ def _kernel_class():
 def register() -> None:
     """Defines the `_C` quantization ops and makes TpuFP8ScaledMMLinearKernel the out-of-tree platform's FP8
     kernel (vLLM's per-platform kernel lists), once per process, before any model is built."""
-    if _libraries:
+    global _registered
+    if _registered:
         return
     from vllm.model_executor.kernels import linear
     from vllm.platforms import PlatformEnum
 
-    lib = torch.library.Library("_C", "FRAGMENT")
-    for name, (fn, arguments) in _C_OPS.items():
-        lib.define(f"{name}({arguments}) -> ()")
-        lib.impl(name, fn, "CompositeImplicitAutograd")
-    _libraries.append(lib)  # a Library's ops live as long as the object
+    from . import custom_ops
+
+    custom_ops.define("_C", _C_OPS)
+    _registered = True
     kernel = _kernel_class()
     # Both lists: a block-scaled layer then gets the kernel's reason for refusing it.
     linear._POSSIBLE_FP8_KERNELS[PlatformEnum.OOT] = [kernel]

@@ -42,7 +42,6 @@ _MOE_OPS = {
                      "Tensor(c!) token_expert_indices, Tensor gating_output, bool renormalize, "
                      "Tensor? bias=None, float routed_scaling_factor=1.0, Tensor? is_padding=None) -> ()"),
 }
-_libraries = []
 
 
 def _gated(activation, h):
@@ -119,9 +118,7 @@ def register() -> None:
     base, method = _moe_method_class()
     if base.__name__ in op_registry_oot:
         return
-    lib = torch.library.Library("_moe_C", "FRAGMENT")
-    for name, (fn, schema) in _MOE_OPS.items():
-        lib.define(schema)
-        lib.impl(name, fn, "CompositeImplicitAutograd")
-    _libraries.append(lib)  # a Library's ops live as long as the object
+    from . import custom_ops
+
+    custom_ops.define("_moe_C", _MOE_OPS)
     base.register_oot(method)
