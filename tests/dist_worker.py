@@ -465,11 +465,12 @@ def mpmd(rank, world, init_method):
     # The transport choice is logged once per process (INFO on torch_tpu.distributed).
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("torch_tpu.distributed").setLevel(logging.INFO)
-    # init_process_group() with no backend on a tpu host picks tpu_dist.
+    # init_process_group() with no backend on a tpu host: tpu_dist for tpu tensors, gloo for CPU ones
+    # (torch_tpu/distributed/_defaults.py; every init variant: tests/test_dist_inits.py).
     torch.tpu.set_device(rank % torch.tpu.device_count())
     dist.init_process_group(init_method=init_method, rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
-    assert dist.get_backend_config() == "tpu:tpu_dist", dist.get_backend_config()
+    assert dist.get_backend_config() == "cpu:gloo,tpu:tpu_dist", dist.get_backend_config()
     assert type(dist.group.WORLD._get_backend(torch.device("tpu"))).__name__ == "TpuBackend"
     dev = torch.device("tpu", torch.tpu.current_device())
     # Rank 0 does extra work between collectives (host reads, an eval pass): results stay right.

@@ -4,7 +4,10 @@ Registered when torch_tpu loads (inside `import torch`), so all of these work un
 
     dist.init_process_group("tpu_dist")               # tpu tensors
     dist.init_process_group("cpu:gloo,tpu:tpu_dist")  # cpu tensors on gloo, tpu tensors here
-    dist.init_process_group()                         # on a tpu host: picks tpu_dist for "tpu"
+    dist.init_process_group()                         # cpu tensors on gloo, tpu tensors here
+    dist.init_process_group("gloo")                   # the same (as gloo takes CUDA tensors)
+
+"nccl" on a host without CUDA raises a RuntimeError naming tpu_dist (_defaults.py).
 
 Transport: the XLA CPU plugin's client has no cross-process collectives, so tpu tensors are staged
 through host memory and reduced by a ProcessGroupGloo that this backend owns (on the group's own
@@ -61,10 +64,13 @@ def _create_backend(opts, _backend_options):
 
 
 def register() -> None:
-    """Registers "tpu_dist" with c10d for device "tpu" (idempotent)."""
+    """Registers "tpu_dist" with c10d for device "tpu" and makes it the tpu backend of undefined
+    and "gloo" groups (idempotent)."""
     if not dist.is_available() or BACKEND.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(BACKEND, _create_backend, extended_api=True, devices=["tpu"])
+    from . import _defaults
+    _defaults.install()
 
 
 def backend_of(group=None):
