@@ -34,9 +34,10 @@ def _register() -> None:
     # Frames inside these packages are not "the user's line" in debug-mode errors.
     _C._set_internal_dirs([os.path.dirname(torch.__file__) + os.sep, os.path.dirname(__file__) + os.sep])
     _init_eager_mode_from_env()
-    # accelerate's default device (see _integrations.py): environment only, starts nothing.
+    # accelerate's default device and device_map memory (see _integrations.py): adapted when accelerate
+    # is imported; starts nothing here.
     from . import _integrations
-    _integrations.configure_accelerate()
+    _integrations.install()
     # torch.compile: backend "tpu", Dynamo's device interface, the default backend for tpu
     # graphs; registered once torch._dynamo is imported (compile/__init__.py).
     from . import compile as _compile

@@ -1,38 +1,156 @@
-"""What third-party libraries need to see tpu as the accelerator, set up at registration.
+"""What accelerate needs to see tpu as the accelerator, without overriding a user's explicit choice.
 
 transformers (5.x) finds tpu by itself through `torch.accelerator` (`is_torch_tpu_available()`:
-`current_accelerator().type == "tpu"`), which the PrivateUse1 hooks answer. accelerate (1.15) picks its
-device from a fixed list (mps, mlu, sdaa, musa, npu, hpu, cuda, xpu, neuron, else cpu) and has no path for
-an out-of-tree device; its one generic lever is the `ACCELERATE_TORCH_DEVICE` environment variable, which
-`PartialState` reads when it is first made. We set it to "tpu" unless the user chose otherwise, so
-`Accelerator().device` (and the Trainer's accelerator, which moves the model and the batches) is tpu.
+`current_accelerator().type == "tpu"`), which the PrivateUse1 hooks answer. accelerate (written against
+1.15) has a fixed device list (mps, mlu, sdaa, musa, npu, hpu, cuda, xpu, neuron, else cpu) in two places
+and no registry for an out-of-tree device:
+
+- `PartialState.default_device`, the device when nobody chose one. It is consulted only after
+  `ACCELERATE_TORCH_DEVICE`, `Accelerator(cpu=True)`, `TrainingArguments(use_cpu=True)` and
+  `accelerate launch --cpu` (`ACCELERATE_USE_CPU`), so answering tpu there keeps every explicit choice.
+  (An `ACCELERATE_TORCH_DEVICE=tpu` default, used before, won over `cpu=True`.)
+- `accelerate.utils.modeling.get_max_memory`, which `device_map="auto"/"balanced"/"sequential"` and
+  `infer_auto_device_map` start from: it lists no tpu memory, so everything went to the CPU.
+
+Both are replaced when the module defining them is imported (a meta-path hook: `import torch` runs
+before accelerate's modules, and nothing of accelerate is imported on its behalf), and only answer for tpu
+when tpu is torch's current accelerator; otherwise they call accelerate's own code.
+`TORCH_TPU_ACCELERATE=0` leaves accelerate untouched.
 """
+import importlib.abc
+import importlib.machinery
+import logging
 import os
+import sys
+import warnings
 
-from . import _plugins
+import torch
 
-ACCELERATE_DEVICE_VAR = "ACCELERATE_TORCH_DEVICE"
-# TORCH_TPU_ACCELERATE=0 leaves accelerate's own choice alone.
 OPT_OUT_VAR = "TORCH_TPU_ACCELERATE"
+TESTED_ACCELERATE = "1.15"
+
+_log = logging.getLogger("torch_tpu.integrations")
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+def _opted_out() -> bool:
+    return os.environ.get(OPT_OUT_VAR, "").strip().lower() in ("0", "false", "no", "off")
 
 
-def configure_accelerate() -> None:
-    """Makes tpu accelerate's default device when a plugin is installed and nobody chose a device.
+def tpu_is_accelerator() -> bool:
+    """The same test transformers makes: tpu is the device torch.accelerator reports."""
+    acc = torch.accelerator.current_accelerator(check_available=True)
+    return acc is not None and acc.type == "tpu"
 
-    Left alone: an explicit ACCELERATE_TORCH_DEVICE, TORCH_TPU_ACCELERATE=0, ACCELERATE_USE_CPU=1
-    (`accelerate launch --cpu`). Only the plugin files are looked for: starting one here would claim the
-    chips inside `import torch`. accelerate lets the variable win over `Accelerator(cpu=True)` and
-    `TrainingArguments(use_cpu=True)`; a CPU run in a process with tpu sets ACCELERATE_TORCH_DEVICE=cpu.
-    """
-    if ACCELERATE_DEVICE_VAR in os.environ or _flag("ACCELERATE_USE_CPU"):
+
+# --- accelerate.state -----------------------------------------------------------------------------
+def _patch_state(state) -> None:
+    cls = state.PartialState
+    original = cls.__dict__.get("default_device")
+    if not isinstance(original, property) or getattr(original.fget, "_torch_tpu", False):
         return
-    if os.environ.get(OPT_OUT_VAR, "").strip().lower() in ("0", "false", "no", "off"):
-        return
-    if not _plugins.candidates():
-        return
-    os.environ[ACCELERATE_DEVICE_VAR] = "tpu"
 
+    def default_device(self):
+        return torch.device("tpu") if tpu_is_accelerator() else original.fget(self)
+
+    default_device._torch_tpu = True
+    default_device.__doc__ = original.__doc__
+    cls.default_device = property(default_device)
+
+
+# --- accelerate.utils.modeling --------------------------------------------------------------------
+def _tpu_max_memory(original, max_memory):
+    """accelerate's get_max_memory with integer keys meaning tpu devices (as they mean CUDA devices there)."""
+    import psutil
+    count = torch.tpu.device_count()
+    if max_memory is None:
+        found = {i: torch.tpu.mem_get_info(i)[0] for i in range(count)}
+        found["cpu"] = psutil.virtual_memory().available
+        return found
+    if not isinstance(max_memory, dict):
+        raise TypeError(f"max_memory must be a dict of device -> size, got {type(max_memory).__name__}")
+    from accelerate.utils import convert_file_size_to_int
+    # In place, as accelerate does: transformers compares its own sizes with the caller's dict afterwards.
+    for key, value in max_memory.items():
+        if isinstance(value, str):
+            max_memory[key] = convert_file_size_to_int(value)
+    devices = sorted(k for k in max_memory if isinstance(k, int))
+    for d in devices:
+        if not 0 <= d < count:
+            warnings.warn(f"max_memory: tpu device {d} does not exist; this process has tpu:0..tpu:{count - 1}",
+                          stacklevel=3)
+    # accelerate checks integer keys against CUDA's device count, so it sees only the other keys; it still
+    # validates them (a key like "tpu" is a ValueError) and orders them (mps, cpu, disk).
+    rest = original({k: v for k, v in max_memory.items() if not isinstance(k, int)})
+    return {**{d: max_memory[d] for d in devices}, **rest}
+
+
+def _patch_modeling(modeling) -> None:
+    original = modeling.get_max_memory
+    if getattr(original, "_torch_tpu", False):
+        return
+
+    def get_max_memory(max_memory=None):
+        if not tpu_is_accelerator():
+            return original(max_memory)
+        return _tpu_max_memory(original, max_memory)
+
+    get_max_memory._torch_tpu = True
+    get_max_memory.__doc__ = original.__doc__
+    modeling.get_max_memory = get_max_memory  # modeling's own callers (get_balanced_memory, ...) look it up here
+    # Re-exports that already copied the old function (only when the adapter came after the import).
+    for name, attr in (("accelerate.utils", "get_max_memory"),
+                       ("transformers.integrations.accelerate", "accelerate_max_memory")):
+        mod = sys.modules.get(name)
+        if mod is not None and getattr(mod, attr, None) is original:
+            setattr(mod, attr, get_max_memory)
+
+
+PATCHES = {"accelerate.state": _patch_state, "accelerate.utils.modeling": _patch_modeling}
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader, patch):
+        self.loader, self.patch = loader, patch
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        _apply(self.patch, module)
+
+    def __getattr__(self, name):  # get_source, get_resource_reader, ...: the file loader's own
+        return getattr(self.loader, name)
+
+
+class _AccelerateFinder(importlib.abc.MetaPathFinder):
+    """Finds the PATCHES modules with the other finders and patches each right after it runs."""
+
+    def find_spec(self, name, path, target=None):
+        patch = PATCHES.get(name)
+        if patch is None:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _PatchingLoader(spec.loader, patch)
+        return spec
+
+
+def _apply(patch, module) -> None:
+    try:
+        patch(module)
+    except Exception as exc:  # a changed accelerate must not break importing it: say so, leave it alone
+        _log.warning("torch_tpu: could not adapt %s (tested with accelerate %s): %s",
+                     module.__name__, TESTED_ACCELERATE, exc)
+
+
+def install() -> None:
+    """Adapts accelerate now if it is loaded, else when it is imported (idempotent)."""
+    if _opted_out():
+        return
+    for name, patch in PATCHES.items():
+        if name in sys.modules:
+            _apply(patch, sys.modules[name])
+    if not any(isinstance(f, _AccelerateFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AccelerateFinder())
