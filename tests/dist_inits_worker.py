@@ -60,6 +60,10 @@ def check_backends(variant, rank, world):
     expected = {"none": "undefined", "env": "undefined", "torchrun": "undefined", "fsdp-gloo": "gloo"}
     assert dist.get_backend() == expected.get(variant, variant), dist.get_backend()
     assert type(pg._get_backend(torch.device("tpu"))).__name__ == "TpuBackend"
+    sub = dist.new_group(list(range(world)))  # takes the default group's backend string: the same routing
+    t = torch.full((2,), float(rank + 1), device=torch.device("tpu", torch.tpu.current_device()))
+    dist.all_reduce(t, group=sub)
+    assert t.cpu().tolist() == [world * (world + 1) / 2] * 2, t.cpu()
     if variant != "tpu_dist":
         assert isinstance(pg._get_backend(torch.device("cpu")), dist.ProcessGroupGloo)
         x = torch.full((3,), float(rank + 1))

@@ -76,11 +76,26 @@ def test_default_device_is_tpu_unless_chosen(fresh_state, monkeypatch):
     assert "ACCELERATE_TORCH_DEVICE" not in _env()  # torch_tpu no longer sets it at import
 
 
-def test_opt_out_leaves_accelerate_alone():
-    code = ("import torch, accelerate.utils as u; from accelerate import Accelerator; "
-            "print('RESULT', __import__('json').dumps([str(Accelerator().device), list(map(str, u.get_max_memory()))]))")
-    device, keys = _result([sys.executable, "-c", code], TORCH_TPU_ACCELERATE="0")
-    assert device == "cpu" and keys == ["cpu"]
+OPT_OUT_THEN_INSTALL = """
+import json, os, torch, accelerate.utils as u, transformers.integrations.accelerate as t
+from accelerate.state import PartialState
+seen = [str(PartialState().default_device), list(map(str, u.get_max_memory()))]
+os.environ.pop("TORCH_TPU_ACCELERATE")
+import torch_tpu._integrations as adapter
+adapter.install(); adapter.install()  # accelerate already loaded: patched in place, once
+seen += [str(PartialState().default_device), list(map(str, u.get_max_memory())),
+         t.accelerate_max_memory is u.get_max_memory is u.modeling.get_max_memory]
+print("RESULT", json.dumps(seen))
+"""
+
+
+def test_opt_out_then_install_after_import():
+    # TORCH_TPU_ACCELERATE=0: accelerate's own answers; install() later patches the loaded modules and the
+    # copies other modules imported of get_max_memory.
+    cpu_dev, cpu_keys, dev, keys, same = _result([sys.executable, "-c", OPT_OUT_THEN_INSTALL],
+                                                 TORCH_TPU_ACCELERATE="0")
+    assert cpu_dev == "cpu" and cpu_keys == ["cpu"]
+    assert dev == "tpu" and keys == [*map(str, range(torch.tpu.device_count())), "cpu"] and same
 
 
 def test_trainer_use_cpu_equals_plain_cpu_process(fresh_state, plain_cpu, tmp_path):
