@@ -134,6 +134,7 @@ PYBIND11_MODULE(_C, m) {
     d["compiled_graphs"] = s.compiledGraphs;
     d["fused_compiles"] = s.fusedCompiles;
     d["mapping_sheds"] = s.mappingSheds;
+    d["donated_buffers"] = s.donatedBuffers;
     return d;
   });
   m.def("_set_fused_max_ops", [](size_t n) { runtime::Executor::get().setFusedMaxOps(n); });

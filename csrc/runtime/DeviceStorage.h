@@ -17,6 +17,9 @@ struct DeviceStorage {
   // storage is first written (reads of never-written memory see zeros).
   std::shared_ptr<pjrt::Buffer> buffer;
   hlo::DType elem = hlo::DType::U8;
+  // The buffer Executor::lendHost gave it: host memory the runtime must not write, so never
+  // donated to a program (Executor::run donates an in-place write's old buffer otherwise).
+  std::weak_ptr<pjrt::Buffer> lent;
   // Fused mode: the pending graph holds a value for this storage (its current
   // content when `written`; `buffer` is stale until the graph is flushed).
   bool inGraph = false;

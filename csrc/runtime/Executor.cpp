@@ -33,6 +33,7 @@ struct Executor::Entry {
   std::vector<DType> resultElems;
   int32_t flagResult = -1;       // result holding the device's new out-of-range flag
   int32_t nonFiniteResult = -1;  // debug: pred "finite inputs gave a non-finite output"
+  int32_t donations = 0;         // parameters aliased to their storage's result (donated buffers)
 };
 
 namespace {
@@ -103,6 +104,13 @@ Value allFinite(hlo::Builder& b, const std::vector<Value>& values) {
                     (oom ? " allocating its outputs (" : " (its outputs: ") + std::to_string(bytes) +
                     " bytes requested)" + calledAt() + ": " + what;
   raiseError(oom ? ErrorKind::OutOfMemory : ErrorKind::Runtime, msg);
+}
+
+// Only the storage holds the buffer (no pending download, fused graph or other reference; programs
+// still reading it are ordered before a donating one by PJRT), and it is not host memory on loan.
+bool donatable(const DeviceStorage& s) {
+  if (!s.buffer || s.buffer.use_count() != 1) return false;
+  return s.lent.owner_before(s.buffer) || s.buffer.owner_before(s.lent);
 }
 
 int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
@@ -249,13 +257,22 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   for (const TensorArg& a : call.outputs) appendView(key, storageIndex(storages, a.storage), a.view, dynamicOffset(a, true));
   // A storage's current buffer matters only if the program reads it: an output
   // that covers its whole storage is written without looking at the old bytes.
+  // An in-place write (a storage read and written) whose old buffer nothing else holds donates it:
+  // XLA updates it where it is instead of writing a whole new copy (a KV cache, a parameter).
+  thread_local std::vector<char> donate;
+  donate.assign(storages.size(), 0);
   for (size_t i = 0; i < storages.size(); ++i) {
     DeviceStorage* s = storages[i];
-    bool read = false;
+    bool read = false, written = false;
     for (const TensorArg& a : call.inputs) read |= a.storage == s;
-    for (const TensorArg& a : call.outputs) read |= a.storage == s && !a.view.coversStorage(s->nbytes);
+    for (const TensorArg& a : call.outputs) {
+      written |= a.storage == s;
+      read |= a.storage == s && !a.view.coversStorage(s->nbytes);
+    }
     key.push_back(static_cast<int64_t>(s->nbytes));
     key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
+    donate[i] = read && written && donatable(*s);
+    key.push_back(donate[i]);
   }
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
   key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
@@ -269,7 +286,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     }
   }
   if (!entry) {
-    entry = compile(call, build, storages, checkNonFinite);
+    entry = compile(call, build, storages, donate, checkNonFinite);
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.insert(key, entry);
     ++stats_.cacheMisses;
@@ -319,6 +336,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.ops;
+    stats_.donatedBuffers += entry->donations;
     for (size_t r = 0; r < entry->resultStorages.size(); ++r) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
@@ -361,10 +379,11 @@ std::shared_ptr<pjrt::Buffer> Executor::flagBuffer(int device) {
 
 int32_t Executor::flagCodeLocked(const OpCall& call) {
   // Only when a program is built: codes are constants of the programs.
-  FlagCause cause{call.assertMessage != nullptr, call.assertMessage ? call.assertMessage : call.name};
-  auto it = std::find_if(flagCauses_.begin(), flagCauses_.end(), [&](const FlagCause& c) {
-    return c.assertion == cause.assertion && c.text == cause.text;
-  });
+  FlagCause cause = call.assertMessage
+                        ? FlagCause{ErrorKind::Runtime, call.assertMessage}
+                        : FlagCause{call.indexError, std::string("index out of range in ") +
+                                                         (call.indexErrorOp ? call.indexErrorOp : call.name)};
+  auto it = std::find(flagCauses_.begin(), flagCauses_.end(), cause);
   if (it == flagCauses_.end()) it = flagCauses_.insert(flagCauses_.end(), std::move(cause));
   return static_cast<int32_t>(it - flagCauses_.begin()) + 1;
 }
@@ -414,18 +433,18 @@ void Executor::checkFlags(bool atOp) {
       if (i + 1 < pending.size()) flagsDirty_ = true;
       cause = flagCauses_.at(static_cast<size_t>(code - 1));
     }
-    std::string msg = cause.assertion ? cause.text : "index out of range in " + cause.text;
+    std::string msg = cause.message;
     if (atOp) msg += " (detected on device)" + calledAt();
     else
       msg += " (detected on device, reported at the next synchronization; TORCH_TPU_EAGER_MODE=debug raises "
              "at the op with its Python line)";
-    raiseError(cause.assertion ? ErrorKind::Runtime : ErrorKind::Index, msg);
+    raiseError(cause.kind, msg);
   }
 }
 
 std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionRef<BuildFn> build,
                                                    const std::vector<DeviceStorage*>& storages,
-                                                   bool checkNonFinite) {
+                                                   const std::vector<char>& donate, bool checkNonFinite) {
   auto entry = std::make_shared<Entry>();
   hlo::Builder b;
   b.setDotPrecision(call.dotPrecision);
@@ -486,6 +505,13 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
     rets.push_back(ctx.flat[s]);
     entry->resultStorages.push_back(static_cast<int32_t>(s));
     entry->resultElems.push_back(ctx.flat[s].dtype());
+    // The result may reuse the buffer it replaces where both have one type (parameters are
+    // numbered in creation order, as entry->params lists them).
+    auto param = std::find(entry->params.begin(), entry->params.end(), static_cast<int32_t>(s));
+    if (donate[s] && param != entry->params.end() && storages[s]->elem == ctx.flat[s].dtype()) {
+      b.aliasParameter(static_cast<size_t>(param - entry->params.begin()), static_cast<int32_t>(rets.size() - 1));
+      ++entry->donations;
+    }
   }
   if (call.checksIndices) {
     // Sticky: the device's flag keeps the code of the first op out of range.

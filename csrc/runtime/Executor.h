@@ -35,6 +35,7 @@ struct ExecutorStats {
   int64_t compiledGraphs = 0;  // torch.compile graph calls, each flushed as one fused program
   int64_t fusedCompiles = 0;   // of `compiles`: fused-mode graphs (and torch.compile graphs) compiled by XLA
   int64_t mappingSheds = 0;    // times the program caches shed half at the memory-mapping cap (MappingBudget.h)
+  int64_t donatedBuffers = 0;  // strict in-place writes whose program reused the storage's old buffer
 };
 
 int64_t newOpId();
@@ -136,7 +137,8 @@ class Executor {
     bool dirty = false;  // an index op ran since the last check
   };
   std::shared_ptr<Entry> compile(const OpCall& call, FunctionRef<BuildFn> build,
-                                 const std::vector<DeviceStorage*>& storages, bool checkNonFinite);
+                                 const std::vector<DeviceStorage*>& storages, const std::vector<char>& donate,
+                                 bool checkNonFinite);
   std::shared_ptr<pjrt::Buffer> flagBuffer(int device);
   void checkFlags(bool atOp);
   void debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
@@ -164,8 +166,9 @@ class Executor {
   size_t inFlightPruned_ = 0;  // inFlight_'s size after the last pruning
   std::vector<DeviceFlag> flags_;
   struct FlagCause {
-    bool assertion;    // a failed assertion (text: its message), else an out-of-range index (text: the op)
-    std::string text;
+    ErrorKind kind = ErrorKind::Index;  // Runtime for a failed assertion; the op's CPU error type for an index
+    std::string message;  // the assertion's message, or "index out of range in <op>"
+    bool operator==(const FlagCause&) const = default;
   };
   std::vector<FlagCause> flagCauses_;
   std::atomic<bool> flagsDirty_{false};

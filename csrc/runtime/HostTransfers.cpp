@@ -186,6 +186,7 @@ void Executor::lendHost(DeviceStorage& storage, const void* bytes, DType elem, s
       Runtime::get().client().bufferAliasingHost(bytes, toElementType(elem), {n}, storage.device);
   storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
   storage.elem = elem;
+  storage.lent = storage.buffer;
   // Not a HostTransfer: synchronize() must not wait for a buffer that is still in use.
   up.doneWithHost.onReady([released = std::move(released)](bool) { released(); });
 }
