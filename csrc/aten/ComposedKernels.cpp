@@ -21,6 +21,7 @@ void writeOut(at::Tensor& out, const at::Tensor& r) {
 
 at::Tensor& indexReduceOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& source,
                            c10::string_view reduce, bool includeSelf, at::Tensor& out) {
+  IndexErrorScope scope("aten::index_reduce", runtime::ErrorKind::Index);
   dim = at::maybe_wrap_dim(dim, self.dim());
   TORCH_CHECK(reduce == "prod" || reduce == "mean" || reduce == "amax" || reduce == "amin",
               "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got ", reduce, ".");

@@ -7,6 +7,8 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
+#include "OpRunner.h"
+
 namespace tpu::aten {
 namespace {
 
@@ -17,6 +19,7 @@ constexpr int64_t kSum = 0, kMean = 1, kMax = 2;
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embeddingBag(
     const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets, bool, int64_t mode, bool,
     const OptTensor& psw, bool includeLastOffset, int64_t paddingIdx) {
+  IndexErrorScope scope("aten::_embedding_bag", runtime::ErrorKind::Runtime);  // as CPU's "not in the valid range"
   TORCH_CHECK(indices.dim() == 1 && offsets.dim() == 1, "embedding_bag: input has to be 1D (with offsets) here, got ",
               indices.dim(), "-D indices and ", offsets.dim(), "-D offsets");
   TORCH_CHECK(weight.dim() == 2, "embedding_bag: weight has to be a 2D Tensor, but got Tensor of dimension ",

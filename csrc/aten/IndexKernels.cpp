@@ -5,8 +5,9 @@
 // Negative indices wrap where PyTorch wraps them (advanced indexing,
 // index_fill). Out-of-range indices are never silent: each kernel also
 // returns an "any index out of range" flag computed in the same program
-// (Op::checksIndices); the runtime raises IndexError naming the op at the
-// next synchronization (at the op itself in debug mode). Like CUDA, strict
+// (Op::checksIndices); the runtime raises CPU's error type for the op
+// (RuntimeError for gather, scatter and index_add, else IndexError) naming it at
+// the next synchronization (at the op itself in debug mode). Like CUDA, strict
 // mode raises late; XLA's clamped result is never observable before that.
 // nonzero, masked_select and bool-mask indexing read one count from the
 // device (a sync), as their result shape depends on the data.
@@ -179,7 +180,7 @@ int64_t checkGather(const at::Tensor& self, int64_t dim, const at::Tensor& index
 
 void runGather(const at::Tensor& self, int64_t dim, const at::Tensor& index, const at::Tensor& out) {
   if (out.numel() == 0) return;
-  TPU_OP("aten::gather").in(self).in(index).attr(dim).checksIndices().out(out).run(
+  TPU_OP("aten::gather").in(self).in(index).attr(dim).checksIndices(runtime::ErrorKind::Runtime).out(out).run(
       [dim](hlo::Builder& b, Values in, Values) {
         hlo::Value x = atLeast1d(b, in[0]), idx = atLeast1d(b, in[1]);
         return ValueList{lowering::gatherDim(b, x, idx, dim), lowering::anyOutOfRange(b, idx, 0, x.shape()[dim])};
@@ -253,7 +254,7 @@ void runScatter(const at::Tensor& self, int64_t dim, const at::Tensor& index, co
   else op.scalar(s.value, compute);
   op.attr(dim).attr(static_cast<int64_t>(s.reduce)).attr(s.includeSelf).attr(s.mean).attr(s.src != nullptr);
   bool hasSrc = s.src != nullptr;
-  op.checksIndices().out(out).run([&](hlo::Builder& b, Values in, Values ops) {
+  op.checksIndices(runtime::ErrorKind::Runtime).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
     hlo::Value x = b.convert(atLeast1d(b, in[0]), t);
     hlo::Value idx = b.convert(atLeast1d(b, in[1]), hlo::DType::S64);
     hlo::Value upd = hasSrc ? b.convert(atLeast1d(b, in[2]), t) : b.broadcast(ops[0], idx.shape());
@@ -404,7 +405,7 @@ void runIndexAdd(const T& self, int64_t dim, const T& index, const T& source, co
       .in(source)
       .scalar(alpha, compute)
       .attr(dim)
-      .checksIndices()
+      .checksIndices(runtime::ErrorKind::Runtime)
       .out(out)
       .run([&](hlo::Builder& b, Values in, Values s) {
         hlo::Value x = b.convert(atLeast1d(b, in[0]), t);

@@ -4,6 +4,7 @@
 #include <ATen/MemoryOverlap.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "DeviceAllocator.h"
 
@@ -90,6 +91,33 @@ Op& Op::out(const at::Tensor& t) {
   // Writing through a view whose elements alias each other is an error, as on CPU.
   at::assert_no_internal_overlap(t);
   call_.outputs.push_back(tensorArg(t));
+  return *this;
+}
+
+namespace {
+thread_local const IndexErrorScope* outermostIndexScope = nullptr;
+}  // namespace
+
+// The outermost scope wins: it is the op the user called.
+IndexErrorScope::IndexErrorScope(const char* op, runtime::ErrorKind cpuError)
+    : op_(op), cpuError_(cpuError), outer_(outermostIndexScope) {
+  if (!outer_) outermostIndexScope = this;
+}
+IndexErrorScope::~IndexErrorScope() {
+  if (outermostIndexScope == this) outermostIndexScope = outer_;
+}
+const IndexErrorScope* IndexErrorScope::current() { return outermostIndexScope; }
+
+Op& Op::checksIndices(runtime::ErrorKind cpuError) {
+  call_.checksIndices = true;
+  call_.indexError = cpuError;
+  if (const IndexErrorScope* scope = IndexErrorScope::current()) {
+    call_.indexError = scope->cpuError();
+    call_.indexErrorOp = scope->op();
+    // The error is a constant of the program: keep the composite's programs apart from the plain op's.
+    attr(static_cast<int64_t>(std::hash<std::string_view>{}(scope->op())));
+    attr(static_cast<int64_t>(scope->cpuError()));
+  }
   return *this;
 }
 

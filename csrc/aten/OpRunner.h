@@ -18,6 +18,25 @@ runtime::TensorArg tensorArg(const at::Tensor& t);
 runtime::HostOperand scalarOperand(const c10::Scalar& s, c10::ScalarType as);
 hlo::Precision dotPrecision();  // from torch.get_float32_matmul_precision()
 
+// Inside a composite kernel (embedding_bag over index_select, take over index_select, ...): the
+// index checks of the ops it runs report the composite's name and CPU's error type for it.
+class IndexErrorScope {
+ public:
+  IndexErrorScope(const char* op, runtime::ErrorKind cpuError);
+  ~IndexErrorScope();
+  IndexErrorScope(const IndexErrorScope&) = delete;
+  IndexErrorScope& operator=(const IndexErrorScope&) = delete;
+
+  static const IndexErrorScope* current();
+  const char* op() const { return op_; }
+  runtime::ErrorKind cpuError() const { return cpuError_; }
+
+ private:
+  const char* op_;
+  runtime::ErrorKind cpuError_;
+  const IndexErrorScope* outer_;
+};
+
 class Op {
  public:
   Op(const char* name, int64_t id) {
@@ -49,11 +68,9 @@ class Op {
     return *this;
   }
   Op& attrDouble(double v);
-  // The lowering returns an extra last value: pred scalar "an index was out of range".
-  Op& checksIndices() {
-    call_.checksIndices = true;
-    return *this;
-  }
+  // The lowering returns an extra last value: pred scalar "an index was out of range", raised as
+  // `cpuError` (the type CPU raises for this op), or as the enclosing IndexErrorScope says.
+  Op& checksIndices(runtime::ErrorKind cpuError = runtime::ErrorKind::Index);
   // The lowering's extra last value means "the assertion failed": raised as RuntimeError(message)
   // at the next synchronization (at the op in debug mode). `message` must outlive run(); its
   // hash keeps programs of different messages apart.

@@ -403,15 +403,21 @@ at::Tensor trace(const at::Tensor& self) {
   return at::sum(self.diagonal());
 }
 
+// take/put's flat index: negative ones count from the end (valid ones are in [-numel, numel)); the
+// rest stay out of range, so index_select/index_put flag them.
+at::Tensor flatIndex(const at::Tensor& index, int64_t numel) {
+  at::Tensor flat = index.reshape({-1});
+  return at::where(flat < 0, flat + numel, flat);
+}
+
 at::Tensor& takeOut(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
   TORCH_CHECK(index.scalar_type() == at::kLong, "take(): Expected a long tensor for index, but got ",
               index.scalar_type());
   TORCH_CHECK_INDEX(self.numel() > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
   prepare(out, index.sizes(), self.scalar_type(), "take");
   if (index.numel() == 0) return out;
-  // Negative indices wrap (valid ones are in [-numel, numel)).
-  at::Tensor idx = at::remainder(index.reshape({-1}), self.numel());
-  out.copy_(self.reshape({-1}).index_select(0, idx).view(index.sizes()));
+  IndexErrorScope scope("aten::take", runtime::ErrorKind::Index);
+  out.copy_(self.reshape({-1}).index_select(0, flatIndex(index, self.numel())).view(index.sizes()));
   return out;
 }
 at::Tensor take(const at::Tensor& self, const at::Tensor& index) {
@@ -427,7 +433,8 @@ at::Tensor& put_(at::Tensor& self, const at::Tensor& index, const at::Tensor& so
   TORCH_CHECK(index.numel() == source.numel(), "put_(): Expected source and index to have the same number of "
               "elements, but got source.numel() = ", source.numel(), ", index.numel() = ", index.numel());
   if (index.numel() == 0) return self;
-  at::Tensor idx = at::remainder(index.reshape({-1}), self.numel());
+  IndexErrorScope scope("aten::put_", runtime::ErrorKind::Index);
+  at::Tensor idx = flatIndex(index, self.numel());
   at::Tensor flat = self.is_contiguous() ? self.view({-1}) : self.reshape({-1});
   c10::List<std::optional<at::Tensor>> indices;
   indices.push_back(idx);
@@ -447,9 +454,12 @@ at::Tensor& indexCopyOut(const at::Tensor& self, int64_t dim, const at::Tensor& 
   at::native::resize_output(out, self.sizes());
   if (!out.is_same(self)) out.copy_(self);
   if (index.numel() == 0) return out;
+  IndexErrorScope scope("aten::index_copy", runtime::ErrorKind::Index);
   c10::List<std::optional<at::Tensor>> indices;
   for (int64_t i = 0; i < dim; ++i) indices.push_back(std::nullopt);
-  indices.push_back(index.reshape({-1}));
+  // index_put would wrap a negative index; index_copy raises for it, as CPU does.
+  at::Tensor flat = index.reshape({-1});
+  indices.push_back(at::where(flat < 0, c10::Scalar(self.dim() == 0 ? 1 : self.size(dim)), flat));
   at::Tensor src = self.dim() == 0 ? source.reshape({-1}) : source;
   if (self.dim() == 0) out.view({1}).index_put_(indices, src);
   else out.index_put_(indices, src.dim() == 0 ? src.reshape({1}) : src);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "DeviceStorage.h"
+#include "ExecutionMode.h"
 #include "ViewSpec.h"
 #include "csrc/hlo/Builder.h"
 
@@ -65,6 +66,11 @@ struct OpCall {
   // With checksIndices: the flag is this failed assertion (torch._assert_async's message, raised as
   // RuntimeError), not an out-of-range index. Kept alive by the caller while the op runs.
   const char* assertMessage = nullptr;
+  // Otherwise, what an out-of-range index raises: the error type CPU raises for the op the user
+  // called (gather and scatter: RuntimeError) and that op's name (nullptr: `name`). Both are
+  // constants of the program, so the kernel also puts them in `attrs`.
+  ErrorKind indexError = ErrorKind::Index;
+  const char* indexErrorOp = nullptr;
   // torch.get_float32_matmul_precision() when the op was called (dots and convolutions honour it).
   hlo::Precision dotPrecision = hlo::Precision::Default;
 };
