@@ -57,9 +57,8 @@ def kv_cache_bytes(folder, prompts, max_tokens, max_model_len, block_size=16):
     """KV-cache bytes for every request's blocks at once (+25 %, and one longest request, the least vLLM
     accepts), float32.
 
-    Sized to the workload rather than generously: in Strict mode each layer's cache write is one program
-    whose output is the whole cache storage (no buffer donation outside Fused graphs), so the cost of a
-    step grows with the cache's size, which eager CPU PyTorch does not pay."""
+    Sized to the workload, the same for every engine (Strict mode donates the cache's buffer to its
+    writes, so its size no longer sets a step's cost; before donation every write copied the cache)."""
     import transformers as tf
 
     c = tf.AutoConfig.from_pretrained(folder)

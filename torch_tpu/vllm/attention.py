@@ -1,7 +1,10 @@
 """Paged attention for vLLM written with ordinary torch ops, so it runs on tpu tensors (and on CPU).
 
 The KV cache of a layer is vLLM's logical page view [num_blocks, num_kv_heads, block_size, 2 * head_size]
-(keys in the first half of the last dimension, values in the second). Every token of a batch, prefill or
+(keys in the first half of the last dimension, values in the second), stored head-major (layout LHBNC:
+[num_kv_heads, num_blocks, ...] in memory), so a head's gathered pages are already [tokens, positions, head]
+and attention batches over (head, token) without transposing the gathered pages (on XLA:CPU that copy cost
+as much as the gather). Every token of a batch, prefill or
 decode alike, attends to the cache pages of its own request: its request is found on the device from
 query_start_loc, its pages gathered through the block table, and a mask keeps the positions it may see
 (causal, below its request's length, inside the sliding window). The block table is cut to a
@@ -54,7 +57,7 @@ class TpuAttentionBackend(AttentionBackend):
 
     @classmethod
     def supported_kv_cache_layouts(cls):
-        return (KVCacheLayout.LBHNC,)
+        return (KVCacheLayout.LHBNC, KVCacheLayout.LBHNC)  # head-major first (see the module docstring)
 
     @classmethod
     def supports_sliding_window(cls) -> bool:
@@ -147,27 +150,30 @@ class TpuAttentionImpl(AttentionImpl):
         num_tokens = m.token_request.shape[0]
         group = self.num_heads // self.num_kv_heads
         head = self.head_size
-        q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head)
+        q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head).transpose(0, 1)  # [kvh, t, g, d]
 
-        # [tokens, blocks, kv_heads, block_size, 2 * head] -> [tokens, kv_heads, positions, 2 * head]
-        pages = _typed_cache(kv_cache, self.kv_cache_dtype)[m.block_table[m.token_request]]
-        t, blocks, kv_heads, block_size, width = pages.shape
-        pages = pages.permute(0, 2, 1, 3, 4).reshape(t, kv_heads, blocks * block_size, width)
-        if pages.dtype != q.dtype:
-            pages = _dequantize(pages, q.dtype, layer)
-        keys, values = pages[..., :head], pages[..., head:]
+        # [kv_heads, blocks, block_size, 2 * head]: a plain view in the LHBNC layout. Keys and values are
+        # gathered apart (one program each reads only its half): [kvh, t, blocks, block_size, d].
+        cache = _typed_cache(kv_cache, self.kv_cache_dtype).transpose(0, 1)
+        pages = m.block_table[m.token_request]
+        positions = pages.shape[1] * cache.shape[2]
+        keys = cache[..., :head][:, pages].reshape(self.num_kv_heads, num_tokens, positions, head)
+        values = cache[..., head:][:, pages].reshape(self.num_kv_heads, num_tokens, positions, head)
+        if keys.dtype != q.dtype:
+            keys = _dequantize(keys, q.dtype, layer, "_k_scale")
+            values = _dequantize(values, q.dtype, layer, "_v_scale")
 
-        scores = torch.matmul(q.float(), keys.float().transpose(-1, -2)) * self.scale  # [t, kvh, g, positions]
+        scores = torch.matmul(q.float(), keys.float().transpose(-1, -2)) * self.scale  # [kvh, t, g, positions]
         if self.logits_soft_cap:
             scores = torch.tanh(scores / self.logits_soft_cap) * self.logits_soft_cap
-        key_position = torch.arange(blocks * block_size, device=q.device)
+        key_position = torch.arange(positions, device=q.device)
         visible = key_position[None, :] <= m.token_position[:, None]
         if self.sliding_window is not None:
             visible &= key_position[None, :] > m.token_position[:, None] - self.sliding_window
-        scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))
+        scores = scores.masked_fill(~visible[None, :, None, :], float("-inf"))
         probs = torch.softmax(scores, dim=-1)
-        out = torch.matmul(probs, values.float()).to(output.dtype)  # [t, kvh, g, head]
-        output[:num_tokens].copy_(out.reshape(output[:num_tokens].shape))
+        out = torch.matmul(probs, values.float()).to(output.dtype)  # [kvh, t, g, head]
+        output[:num_tokens].copy_(out.transpose(0, 1).reshape(output[:num_tokens].shape))
         return output
 
 
@@ -195,8 +201,5 @@ def _quantize(entries, dtype, layer):
     return torch.cat([k, v], dim=-1).clamp(-limit, limit).to(dtype)
 
 
-def _dequantize(pages, dtype, layer):
-    head = pages.shape[-1] // 2
-    k = pages[..., :head].float() * _scale(layer, "_k_scale")
-    v = pages[..., head:].float() * _scale(layer, "_v_scale")
-    return torch.cat([k, v], dim=-1).to(dtype)
+def _dequantize(entries, dtype, layer, scale_name):
+    return (entries.float() * _scale(layer, scale_name)).to(dtype)
