@@ -99,12 +99,11 @@ thread_local const IndexErrorScope* outermostIndexScope = nullptr;
 }  // namespace
 
 // The outermost scope wins: it is the op the user called.
-IndexErrorScope::IndexErrorScope(const char* op, runtime::ErrorKind cpuError)
-    : op_(op), cpuError_(cpuError), outer_(outermostIndexScope) {
-  if (!outer_) outermostIndexScope = this;
+IndexErrorScope::IndexErrorScope(const char* op, runtime::ErrorKind cpuError) : op_(op), cpuError_(cpuError) {
+  if (!outermostIndexScope) outermostIndexScope = this;
 }
 IndexErrorScope::~IndexErrorScope() {
-  if (outermostIndexScope == this) outermostIndexScope = outer_;
+  if (outermostIndexScope == this) outermostIndexScope = nullptr;
 }
 const IndexErrorScope* IndexErrorScope::current() { return outermostIndexScope; }
 

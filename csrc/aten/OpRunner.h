@@ -34,7 +34,6 @@ class IndexErrorScope {
  private:
   const char* op_;
   runtime::ErrorKind cpuError_;
-  const IndexErrorScope* outer_;
 };
 
 class Op {

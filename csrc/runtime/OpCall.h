@@ -68,7 +68,7 @@ struct OpCall {
   const char* assertMessage = nullptr;
   // Otherwise, what an out-of-range index raises: the error type CPU raises for the op the user
   // called (gather and scatter: RuntimeError) and that op's name (nullptr: `name`). Both are
-  // constants of the program, so the kernel also puts them in `attrs`.
+  // constants of the program: fixed by the op id, or put in `attrs` by an IndexErrorScope.
   ErrorKind indexError = ErrorKind::Index;
   const char* indexErrorOp = nullptr;
   // torch.get_float32_matmul_precision() when the op was called (dots and convolutions honour it).
