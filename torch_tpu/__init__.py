@@ -135,6 +135,12 @@ def _init_eager_mode_from_env() -> None:
     _C._set_eager_mode(name)
 
 
+def collect_env(integrations: bool = True) -> dict:
+    """The report `python -m torch_tpu.doctor` prints, as a dict (see torch_tpu/doctor.py)."""
+    from ._collect_env import collect_env as collect  # imported on use: it is not needed to run
+    return collect(integrations)
+
+
 def _autoload() -> None:
     """Entry point run inside `import torch`: must never raise."""
     try:
