@@ -135,3 +135,13 @@ def test_every_variable_the_code_reads_is_listed():
     names.discard("TORCH_TPU_PAGED")  # vLLM's attention backend name, not a variable
     assert names, "no TORCH_TPU_ names found: the scan is broken"
     assert sorted(names - set(_env_vars.KNOWN)) == []
+
+
+def test_no_plugin_error_points_at_doctor(tmp_path):
+    # The first tpu tensor without a usable plugin raises a RuntimeError that names the doctor.
+    code = ("import torch\ntry:\n    torch.ones(1, device='tpu')\nexcept RuntimeError as e:\n"
+            "    print('RAISED', e)\n")
+    env = dict(os.environ, TORCH_TPU_PJRT_PLUGIN="/nonexistent/plugin.so")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert "RAISED torch_tpu: no PJRT plugin could be started" in r.stdout, r.stdout + r.stderr
+    assert "python -m torch_tpu.doctor" in r.stdout

@@ -13,7 +13,8 @@ std::string gFailure;  // why the runtime could not start, once tried
 
 const char* kInstallHint =
     "Install a PJRT plugin: `pip install xla-cpu-pjrt` (CPU), `pip install jax-cuda13-pjrt` (NVIDIA GPU) or "
-    "`pip install libtpu` (TPU), or point TORCH_TPU_PJRT_PLUGIN at a plugin .so.";
+    "`pip install libtpu` (TPU), or point TORCH_TPU_PJRT_PLUGIN at a plugin .so. `python -m torch_tpu.doctor` reports what was "
+    "found (plugins, versions, devices, cache, environment).";
 
 }  // namespace
 
