@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -79,6 +79,12 @@ OPINFO_MAX_SAMPLES ?= 8
 test-ops-full: build
 	$(PY) tests/opinfo/harness.py --max-samples $(OPINFO_MAX_SAMPLES) --json build/opinfo.json \
 	  --docs docs/op_coverage.md
+
+# PyTorch's ModuleInfo database (tests/test_module_db.py) over every sample input, float32 and bfloat16, in
+# every eager mode; `make test` runs float32 with one sample per module.
+test-modules-full: build
+	TORCH_TPU_MODULE_DB=full TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest tests/test_module_db.py -q -p no:cacheprovider
 
 # Serving with vLLM on tpu (torch_tpu.vllm): vllm 0.32.0 with --no-deps (its metadata pins CUDA
 # packages and an older transformers) over its runtime requirements, torch and transformers held.
