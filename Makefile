@@ -99,11 +99,11 @@ test-serving: build $(VENV)/.serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests/serving -x -q -p no:cacheprovider
 
-# System packages: the compiler cache and GoogleTest (Debian).
+# System packages: the compiler cache, GoogleTest and OpenSSL's libcrypto (Debian).
 $(VENV)/.system:
-	@if ! command -v ccache >/dev/null || [ ! -f /usr/include/gtest/gtest.h ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq ccache libgtest-dev; \
-	  else sudo apt-get update -qq && sudo apt-get install -y -qq ccache libgtest-dev; fi; fi
+	@if ! command -v ccache >/dev/null || [ ! -f /usr/include/gtest/gtest.h ] || [ ! -f /usr/include/openssl/hmac.h ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq ccache libgtest-dev libssl-dev; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq ccache libgtest-dev libssl-dev; fi; fi
 	@mkdir -p $(VENV) && touch $@
 
 # Python packages: torch from the CPU wheel (never a CUDA build), the CPU PJRT plugin.
@@ -126,3 +126,11 @@ bench: build
 
 clean:
 	rm -rf $(BUILD) torch_tpu/*.so
+
+# Every transformers model type (tests/models/auto_zoo.py: the table generated from transformers' auto
+# mappings) on tpu against float64 CPU, each type in its own process with a 90 s limit; writes
+# docs/model_coverage_auto.{json,md}. Not part of `make test`. SWEEP_ARGS: e.g. --types llama,bert --debug.
+.PHONY: test-models-auto
+test-models-auto: build
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) tools/model_sweep.py $(SWEEP_ARGS)

@@ -145,3 +145,9 @@ def test_no_plugin_error_points_at_doctor(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert "RAISED torch_tpu: no PJRT plugin could be started" in r.stdout, r.stdout + r.stderr
     assert "python -m torch_tpu.doctor" in r.stdout
+
+
+def test_cache_key_is_never_shown():
+    env = _env_vars.report({"TORCH_TPU_CACHE_KEY": "s3cret", "TORCH_TPU_CACHE_KEY_FILE": "/k"})
+    assert env["set"]["TORCH_TPU_CACHE_KEY"]["value"] == "<set, not shown>"
+    assert env["set"]["TORCH_TPU_CACHE_KEY_FILE"]["value"] == "/k"

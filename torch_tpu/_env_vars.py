@@ -26,6 +26,9 @@ KNOWN: Dict[str, str] = {
     "TORCH_TPU_CACHE_DIR": "compile cache folder [$XDG_CACHE_HOME/torch_tpu or ~/.cache/torch_tpu]",
     "TORCH_TPU_CACHE_MAX_BYTES": "compile cache size bound (bytes, or 500M, 10G) [10G]",
     "TORCH_TPU_CACHE_LOCK_TIMEOUT": "seconds to wait for another process's cache lock [300]",
+    "TORCH_TPU_CACHE_KEY_FILE": "file holding the team key that seals (HMAC-SHA256) and verifies cache entries",
+    "TORCH_TPU_CACHE_KEY": "the team key itself (when TORCH_TPU_CACHE_KEY_FILE is unset)",
+    "TORCH_TPU_CACHE_TRUST_SHARED": "1: load unsealed entries from a folder other users can write (unsafe)",
     "XDG_CACHE_HOME": "parent of the default compile cache folder",
     # torch.compile
     "TORCH_TPU_COMPILE_BUCKETS": "0: torch.compile graphs keep exact shapes (no shape buckets)",
@@ -45,6 +48,9 @@ KNOWN: Dict[str, str] = {
     "CUDA_VISIBLE_DEVICES": "GPUs the CUDA plugin may use",
 }
 
+# Secrets: reported as set, never with their value (doctor output gets pasted into bug reports).
+_SECRET = ("TORCH_TPU_CACHE_KEY",)
+
 # Prefixes whose unknown names are reported: a misspelt variable is silently ignored otherwise.
 _PREFIXES = ("TORCH_TPU_",)
 
@@ -52,7 +58,7 @@ _PREFIXES = ("TORCH_TPU_",)
 def report(environ=None) -> Dict[str, object]:
     """{"set": {name: {"value", "meaning"}}, "unknown": [names with our prefix that nothing reads]}."""
     environ = os.environ if environ is None else environ
-    found = {name: {"value": environ[name], "meaning": meaning}
+    found = {name: {"value": "<set, not shown>" if name in _SECRET else environ[name], "meaning": meaning}
              for name, meaning in KNOWN.items() if name in environ}
     unknown: List[str] = sorted(n for n in environ if n.startswith(_PREFIXES) and n not in KNOWN)
     return {"set": found, "unknown": unknown}

@@ -46,6 +46,9 @@ void registerCompileCacheBindings(py::module& m) {
     d["max_bytes"] = c.config().maxBytes;
     d["lock_timeout"] = c.config().lockTimeoutSeconds;
     d["note"] = c.config().note;
+    d["usable"] = c.usable();  // enabled and the folder passes CacheTrust's owner/mode rule
+    d["signed"] = c.config().trust.signs();
+    d["trust_shared"] = c.config().trust.trustShared;
     d["torch_tpu_version"] = tpu::runtime::kTorchTpuVersion;
     d["format_version"] = tpu::runtime::kCacheFormatVersion;
     return d;
@@ -61,7 +64,7 @@ void registerCompileCacheBindings(py::module& m) {
     memory["evictions"] = ex.evictions;
     py::dict disk;
     disk["enabled"] = c.enabled();
-    disk["writable"] = c.enabled() && c.writable();
+    disk["writable"] = c.usable() && c.writable();
     disk["directory"] = c.config().dir;
     disk["max_bytes"] = c.config().maxBytes;
     disk["hits"] = s.hits;
@@ -70,6 +73,7 @@ void registerCompileCacheBindings(py::module& m) {
     disk["written_bytes"] = s.writeBytes;
     disk["evictions"] = s.evictions;
     disk["corrupt_entries"] = s.corrupt;
+    disk["untrusted_entries"] = s.untrusted;
     disk["write_errors"] = s.writeErrors;
     disk["lock_waits"] = s.lockWaits;
     disk["lock_timeouts"] = s.lockTimeouts;

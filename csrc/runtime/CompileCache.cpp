@@ -19,9 +19,6 @@
 #include <thread>
 #include <vector>
 
-#include "csrc/pjrt/CompileOptions.h"
-#include "PrecisionCost.h"
-#include "DeviceTrace.h"
 
 namespace tpu::runtime {
 namespace {
@@ -35,14 +32,6 @@ constexpr std::string_view kEntrySuffix = ".bin";
 constexpr std::string_view kLockSuffix = ".lock";
 constexpr std::string_view kTmpPrefix = ".tmp-";
 constexpr int64_t kStaleTmpSeconds = 3600;  // a writer that died mid-write
-
-bool logCache() {
-  static const bool on = [] {
-    const char* e = std::getenv("TORCH_TPU_LOG");
-    return e && (std::strstr(e, "cache") || std::strstr(e, "all"));
-  }();
-  return on;
-}
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -105,7 +94,9 @@ bool parseHeader(const char* p, size_t n, uint64_t fileSize, const CacheKey& key
 }
 
 // Reads a whole regular file. missing: it does not exist (a plain miss).
-bool readFile(const std::string& path, std::string* out, std::string* why, bool* missing, size_t limit = SIZE_MAX) {
+// st: the opened file's owner and mode (who may have written it).
+bool readFile(const std::string& path, std::string* out, std::string* why, bool* missing, size_t limit = SIZE_MAX,
+              struct stat* opened = nullptr) {
   *missing = false;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -120,6 +111,7 @@ bool readFile(const std::string& path, std::string* out, std::string* why, bool*
     *why = "not a regular file";
     return false;
   }
+  if (opened) *opened = st;
   size_t want = std::min(static_cast<size_t>(st.st_size), limit);
   out->resize(want);
   size_t got = 0;
@@ -276,6 +268,11 @@ CompileCacheConfig CompileCacheConfig::fromEnv() {
     else
       c.note = "ignoring TORCH_TPU_CACHE_LOCK_TIMEOUT=" + std::string(t) + " (expected seconds)";
   }
+  c.trust = CacheTrust::fromEnv();
+  if (!c.trust.error.empty() && c.enabled) {
+    c.enabled = false;
+    c.note = c.trust.error;
+  }
   return c;
 }
 
@@ -313,7 +310,8 @@ void CompileCache::warn(const std::string& message) {
 CompileCache& CompileCache::global() {
   static CompileCache* cache = [] {
     auto* c = new CompileCache(CompileCacheConfig::fromEnv());  // lives for the process
-    if (c->config_.enabled && !c->config_.note.empty()) compileCacheWarning(c->config_.note);
+    if ((c->config_.enabled || !c->config_.trust.error.empty()) && !c->config_.note.empty())
+      compileCacheWarning(c->config_.note);
     return c;
   }();
   return *cache;
@@ -338,7 +336,8 @@ bool CompileCache::ensureDirectory() {
   for (size_t pos = 1; pos <= config_.dir.size(); ++pos) {
     if (pos != config_.dir.size() && config_.dir[pos] != '/') continue;
     std::string prefix = config_.dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+    // 0755: a umask of 002 must not make the folder writable by the group (CacheTrust).
+    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
       int e = errno;
       struct stat st;
       if (::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;  // exists, e.g. EACCES on mkdir
@@ -351,14 +350,40 @@ bool CompileCache::ensureDirectory() {
     disableWrites(config_.dir + " is not a directory");
     return false;
   }
+  if (!checkFolder(st)) return false;
   dirReady_ = true;
   return true;
 }
 
-void CompileCache::reportBadEntry(const CacheKey& key, const std::string& why) {
+bool CompileCache::checkFolder(const struct stat& st) {
+  std::string why = config_.trust.ownershipProblem(st);
+  if (why.empty()) return true;
+  if (folder_.exchange(2) != 2) {
+    writable_ = false;
+    warn("not using the compile cache folder " + config_.dir + ": it is " + why +
+         ". Its entries are native code this process would run, so compiled programs stay in memory. Use a "
+         "folder of your own (TORCH_TPU_CACHE_DIR), `chmod go-w` it, seal a shared folder's entries with a team "
+         "key (TORCH_TPU_CACHE_KEY_FILE), or accept it with TORCH_TPU_CACHE_TRUST_SHARED=1");
+  }
+  return false;
+}
+
+bool CompileCache::usable() {
+  if (!enabled()) return false;
+  int state = folder_.load();
+  if (state) return state == 1;
+  struct stat st;
+  if (::stat(config_.dir.c_str(), &st) != 0) return true;  // not there yet: ensureDirectory creates and checks it
+  if (!checkFolder(st)) return false;
+  folder_ = 1;
+  return true;
+}
+
+void CompileCache::reportBadEntry(const CacheKey& key, const std::string& why, bool untrusted) {
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     ++stats_.corrupt;
+    stats_.untrusted += untrusted;
   }
   bool first;
   {
@@ -369,16 +394,22 @@ void CompileCache::reportBadEntry(const CacheKey& key, const std::string& why) {
 }
 
 std::optional<std::string> CompileCache::load(const CacheKey& key) {
-  if (!enabled()) return std::nullopt;
+  if (!usable()) return std::nullopt;
   std::string path = entryPath(key), bytes, why;
   bool missing = false;
-  if (!readFile(path, &bytes, &why, &missing)) {
+  struct stat st;
+  if (!readFile(path, &bytes, &why, &missing, SIZE_MAX, &st)) {
     if (!missing) reportBadEntry(key, path + " (unreadable: " + why + ")");
     return std::nullopt;
   }
-  std::optional<std::string> payload = decodeEntry(bytes, key, &why);
+  // Checked on the opened file: a name swapped after the check cannot slip in.
+  if (std::string owner = config_.trust.ownershipProblem(st); !owner.empty()) {
+    reportBadEntry(key, path + " (" + owner + ": never loaded)", true);
+    return std::nullopt;
+  }
+  std::optional<std::string> payload = decodeEntry(bytes, key, &why, nullptr, config_.trust);
   if (!payload) {
-    reportBadEntry(key, path + " (" + why + ")");
+    reportBadEntry(key, path + " (" + why + ")", config_.trust.signs() && why.rfind("seal", 0) == 0);
     return std::nullopt;
   }
   // Least-recently-used eviction goes by mtime: a hit refreshes it (best effort).
@@ -386,7 +417,8 @@ std::optional<std::string> CompileCache::load(const CacheKey& key) {
   return payload;
 }
 
-std::string CompileCache::encodeEntry(const CacheKey& key, std::string_view info, std::string_view payload) {
+std::string CompileCache::encodeEntry(const CacheKey& key, std::string_view info, std::string_view payload,
+                                      const CacheTrust& trust) {
   std::string out;
   out.reserve(kHeaderSize + info.size() + payload.size());
   out.append(kMagic, 8);
@@ -394,27 +426,31 @@ std::string CompileCache::encodeEntry(const CacheKey& key, std::string_view info
   putU32(out, static_cast<uint32_t>(info.size()));
   putU64(out, payload.size());
   out.append(reinterpret_cast<const char*>(key.data()), key.size());
-  Sha256::Digest sum = Sha256().update(info).update(payload).finish();
-  out.append(reinterpret_cast<const char*>(sum.data()), sum.size());
+  out.append(32, '\0');  // the seal, over what follows
   out.append(info);
   out.append(payload);
+  Sha256::Digest seal = trust.seal(key, std::string_view(out).substr(kHeaderSize));
+  out.replace(56, 32, reinterpret_cast<const char*>(seal.data()), seal.size());
   return out;
 }
 
 std::optional<std::string> CompileCache::decodeEntry(const std::string& bytes, const CacheKey& key,
-                                                     std::string* why, std::string* info) {
+                                                     std::string* why, std::string* info, const CacheTrust& trust) {
   Header h;
   if (!parseHeader(bytes.data(), bytes.size(), bytes.size(), key, &h, why)) return std::nullopt;
   std::string_view body(bytes.data() + kHeaderSize, h.infoLen + h.payloadLen);
-  Sha256::Digest sum = Sha256::hash(body);
-  if (std::memcmp(sum.data(), bytes.data() + 56, 32) != 0) return *why = "checksum mismatch", std::nullopt;
+  Sha256::Digest seal = trust.seal(key, body);
+  if (std::memcmp(seal.data(), bytes.data() + 56, 32) != 0)
+    return *why = trust.signs() ? "seal mismatch: not sealed with this cache key (TORCH_TPU_CACHE_KEY_FILE), or altered"
+                                : "checksum mismatch",
+           std::nullopt;
   if (info) *info = std::string(body.substr(0, h.infoLen));
   return std::string(body.substr(h.infoLen));
 }
 
 bool CompileCache::store(const CacheKey& key, std::string_view info, std::string_view payload) {
-  if (!enabled() || !writable_.load() || !ensureDirectory()) return false;
-  std::string bytes = encodeEntry(key, info, payload);
+  if (!usable() || !writable_.load() || !ensureDirectory()) return false;
+  std::string bytes = encodeEntry(key, info, payload, config_.trust);
   if (config_.maxBytes && bytes.size() > config_.maxBytes) return false;  // larger than the whole cache
   static std::atomic<uint64_t> counter{0};
   std::string hex = Sha256::hex(key);
@@ -436,7 +472,8 @@ bool CompileCache::store(const CacheKey& key, std::string_view info, std::string
   };
   // No fsync: after a power loss a renamed entry may be incomplete, which the
   // length and checksum checks turn into a miss.
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  // 0644: writable by this user only, whatever the umask (CacheTrust reads no group-writable entry).
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return fail("create", errno);
   if (!writeAll(fd, bytes)) {
     int e = errno;
@@ -545,6 +582,7 @@ std::unique_ptr<CompileCache::KeyLock> CompileCache::lockKey(const CacheKey& key
 CompileCache::Source CompileCache::fetchOrProduce(const CacheKey& key, std::string_view info,
                                                   FunctionRef<bool(const std::string&, std::string*)> accept,
                                                   FunctionRef<std::string()> produce) {
+  const bool persistent = usable();
   auto produceAndStore = [&]() {
     auto t0 = Clock::now();
     std::string bytes = produce();
@@ -553,12 +591,12 @@ CompileCache::Source CompileCache::fetchOrProduce(const CacheKey& key, std::stri
       std::lock_guard<std::mutex> lock(statsMutex_);
       ++stats_.compiles;
       stats_.compileSeconds += secs;
-      if (enabled()) ++stats_.misses;
+      if (persistent) ++stats_.misses;
     }
-    if (enabled() && !bytes.empty()) store(key, info, bytes);
+    if (persistent && !bytes.empty()) store(key, info, bytes);
     return Source::Produced;
   };
-  if (!enabled()) return produceAndStore();
+  if (!persistent) return produceAndStore();
   auto tryLoad = [&]() {
     auto t0 = Clock::now();
     std::optional<std::string> payload = load(key);
@@ -613,6 +651,7 @@ int64_t CompileCache::clearDirectory() {
 
 CacheDirInfo CompileCache::inspect(const std::string& dir, bool verify) {
   CacheDirInfo info;
+  const CacheTrust trust = verify ? CacheTrust::fromEnv() : CacheTrust{};
   std::map<std::string, int64_t> groups;
   for (const DirFile& f : listDir(dir, &info.exists)) {
     if (isKeyFile(f.name, kLockSuffix)) {
@@ -630,7 +669,7 @@ CacheDirInfo CompileCache::inspect(const std::string& dir, bool verify) {
     bool missing;
     bool ok = readFile(dir + "/" + f.name, &bytes, &why, &missing, verify ? SIZE_MAX : kHeaderSize + 1024);
     if (ok && verify) {
-      ok = decodeEntry(bytes, key, &why, &text).has_value();
+      ok = decodeEntry(bytes, key, &why, &text, trust).has_value();
     } else if (ok) {
       Header h;
       ok = parseHeader(bytes.data(), bytes.size(), static_cast<uint64_t>(f.size), key, &h, &why);
@@ -708,141 +747,6 @@ int64_t CompileCache::clear(const std::string& dir) {
     }
   }
   return removed;
-}
-
-// --- keys and the Executor's hook ---------------------------------------------
-
-CacheKey compileCacheKey(std::string_view module, std::string_view options, std::string_view identity) {
-  return Sha256()
-      .field("torch_tpu compile cache")
-      .field(std::to_string(kCacheFormatVersion))
-      .field(kTorchTpuVersion)
-      .field(identity)
-      .field(options)
-      .field(module)
-      .finish();
-}
-
-namespace {
-
-// The plugin binary: its size and the SHA-256 of its first and last 256 KiB
-// (platform version strings are not always specific, e.g. "cpu"; hashing the
-// whole library would cost a noticeable fraction of a warm start).
-std::string pluginFingerprint(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return "unreadable " + path;
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    return "unreadable " + path;
-  }
-  constexpr size_t kChunk = 256 * 1024;
-  Sha256 h;
-  h.field(std::to_string(st.st_size));
-  std::string buf(kChunk, '\0');
-  off_t size = st.st_size;
-  for (off_t at : {static_cast<off_t>(0), size > static_cast<off_t>(kChunk) ? size - static_cast<off_t>(kChunk) : 0}) {
-    ssize_t r = ::pread(fd, buf.data(), kChunk, at);
-    if (r > 0) h.update(buf.data(), static_cast<size_t>(r));
-  }
-  ::close(fd);
-  return std::to_string(st.st_size) + " bytes, " + Sha256::hex(h.finish()).substr(0, 32);
-}
-
-// XLA:CPU compiles for the host's instruction set: entries must not travel to a different CPU.
-std::string hostCpuFeatures() {
-  std::string text, why;
-  bool missing;
-  if (!readFile("/proc/cpuinfo", &text, &why, &missing, 1 << 20)) return "unknown";
-  std::string out;
-  for (const char* field : {"vendor_id", "flags", "Features", "CPU implementer", "CPU part"}) {
-    size_t pos = text.find(std::string("\n") + field);
-    if (text.rfind(field, 0) == 0) pos = 0;
-    if (pos == std::string::npos) continue;
-    size_t end = text.find('\n', pos + 1);
-    out += text.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-  }
-  return out.empty() ? "unknown" : Sha256::hex(Sha256::hash(out)).substr(0, 32);
-}
-
-}  // namespace
-
-const std::string& pluginIdentity(const pjrt::Client& client) {
-  static std::mutex mutex;
-  static std::map<const pjrt::Client*, std::string> known;
-  std::lock_guard<std::mutex> lock(mutex);
-  std::string& id = known[&client];
-  if (!id.empty()) return id;
-  std::string kind;
-  try {
-    kind = client.deviceKind(0);
-  } catch (const std::exception&) {
-    kind = "?";
-  }
-  id = std::string("torch_tpu=") + kTorchTpuVersion + "\nplatform=" + client.platformName() +
-       "\nplatform_version=" + client.platformVersion() + "\npjrt_api=" +
-       std::to_string(client.plugin().apiMajor()) + "." + std::to_string(client.plugin().apiMinor()) +
-       "\ndevice_kind=" + kind + "\nplugin=" + pluginFingerprint(client.plugin().path());
-  if (client.platformName() == "cpu") id += "\nhost_cpu=" + hostCpuFeatures();
-  // Flags the plugins read from the environment change what they compile.
-  for (const char* var : {"XLA_FLAGS", "LIBTPU_INIT_ARGS"})
-    if (const char* v = std::getenv(var)) id += std::string("\n") + var + "=" + v;
-  return id;
-}
-
-CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& module,
-                                 const pjrt::CompileOptions& options, const char* opName, CompileCache* c) {
-  CompileCache& cache = c ? *c : CompileCache::global();
-  warnDotPrecisionCostOnce(client.platformName(), module);
-  CompiledProgram out;
-  CacheKey key{};
-  std::string info;
-  if (cache.enabled()) {
-    key = compileCacheKey(module, pjrt::encodeCompileOptions(options), pluginIdentity(client));
-    info = std::string("op=") + opName + "\nplatform=" + client.platformName() +
-           "\nplatform_version=" + client.platformVersion() + "\ntorch_tpu=" + kTorchTpuVersion;
-  }
-  auto t0 = Clock::now();
-  CompileCache::Source source = cache.fetchOrProduce(
-      key, info,
-      [&](const std::string& payload, std::string* why) {
-        try {
-          out.exe = client.deserialize(payload);
-          return true;
-        } catch (const std::exception& e) {
-          *why = std::string("the plugin could not load it: ") + e.what();
-          return false;
-        }
-      },
-      [&]() -> std::string {
-        out.exe = client.compile(module, options);
-        if (!cache.enabled()) return {};
-        try {
-          return out.exe->serialize();
-        } catch (const std::exception& e) {
-          static std::atomic<bool> warned{false};
-          if (!warned.exchange(true))
-            compileCacheWarning(std::string("the plugin cannot serialize executables (") + e.what() +
-                                "): the persistent compile cache stays empty");
-          return {};
-        }
-      });
-  out.compiled = source == CompileCache::Source::Produced;
-  out.seconds = since(t0);
-  if (trace::enabled()) {
-    int64_t end = trace::nowNs();
-    trace::span(trace::Kind::Compile, std::string(out.compiled ? "compile " : "load from cache ") + opName, -1,
-                end - static_cast<int64_t>(out.seconds * 1e9), end);
-  }
-  if (logCache()) {
-    std::string where = !cache.enabled()          ? "persistent tier off, compiled"
-                        : out.compiled            ? "disk miss, compiled"
-                                                  : "disk hit";
-    std::cerr << "[torch_tpu] cache: memory miss " << opName << ": " << where;
-    if (cache.enabled()) std::cerr << " (key " << Sha256::hex(key).substr(0, 16) << ")";
-    std::cerr << " in " << out.seconds * 1e3 << " ms\n";
-  }
-  return out;
 }
 
 }  // namespace tpu::runtime

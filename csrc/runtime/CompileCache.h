@@ -15,6 +15,8 @@
 // A per-key lock file (<hex>.lock, flock; removed by its holder when done)
 // lets one process compile while the others wait for its entry (up to a
 // timeout, then they compile themselves).
+// Entries are native code this process runs: CacheTrust.h says whose entries
+// are loaded (this user's in a private folder, or sealed with the team's key).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "CacheTrust.h"
 #include "FunctionRef.h"
 #include "Sha256.h"
 #include "csrc/pjrt/Client.h"
@@ -45,9 +48,11 @@ struct CompileCacheConfig {
   uint64_t maxBytes = 10ull << 30;  // TORCH_TPU_CACHE_MAX_BYTES; 0: no bound
   double lockTimeoutSeconds = 300;  // TORCH_TPU_CACHE_LOCK_TIMEOUT
   std::string note;               // why disabled, or a warning about a bad setting
+  CacheTrust trust;               // whose entries are loaded (TORCH_TPU_CACHE_KEY_FILE, ..._TRUST_SHARED)
 
   // TORCH_TPU_CACHE (0/false/off/no disables), TORCH_TPU_CACHE_DIR,
-  // TORCH_TPU_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix), TORCH_TPU_CACHE_LOCK_TIMEOUT (s).
+  // TORCH_TPU_CACHE_MAX_BYTES (bytes, or with a K/M/G/T suffix), TORCH_TPU_CACHE_LOCK_TIMEOUT (s),
+  // and CacheTrust::fromEnv().
   static CompileCacheConfig fromEnv();
   // $XDG_CACHE_HOME/torch_tpu, else ~/.cache/torch_tpu; "" when there is no home.
   static std::string defaultDir();
@@ -62,6 +67,7 @@ struct CompileCacheStats {
   int64_t writeBytes = 0;
   int64_t evictions = 0;     // entries removed to respect maxBytes
   int64_t corrupt = 0;       // truncated / garbled / foreign / unreadable / unloadable entries seen
+  int64_t untrusted = 0;     // entries refused for who may have written them (owner, mode, seal)
   int64_t writeErrors = 0;
   int64_t lockWaits = 0;     // times this process waited for another one's compile
   int64_t lockTimeouts = 0;
@@ -97,6 +103,8 @@ class CompileCache {
 
   const CompileCacheConfig& config() const { return config_; }
   bool enabled() const { return config_.enabled; }
+  // Enabled, and the folder is one whose entries may be loaded (checked once; refused with one warning).
+  bool usable();
   bool writable() const { return writable_.load(); }
 
   enum class Source { Disk, Produced };
@@ -127,17 +135,21 @@ class CompileCache {
   static PruneResult prune(const std::string& dir, uint64_t maxBytes);
   static int64_t clear(const std::string& dir);
   // One entry file, serialized / parsed (the on-disk format).
-  static std::string encodeEntry(const CacheKey& key, std::string_view info, std::string_view payload);
-  // Empty optional + `why` when `bytes` is not a valid entry for `key`.
+  // `trust` seals it (a SHA-256 checksum, or the key's HMAC).
+  static std::string encodeEntry(const CacheKey& key, std::string_view info, std::string_view payload,
+                                 const CacheTrust& trust = {});
+  // Empty optional + `why` when `bytes` is not a valid entry for `key` (sealed as `trust` seals).
   static std::optional<std::string> decodeEntry(const std::string& bytes, const CacheKey& key, std::string* why,
-                                                std::string* info = nullptr);
+                                                std::string* info = nullptr, const CacheTrust& trust = {});
 
  private:
   class KeyLock;
   std::unique_ptr<KeyLock> lockKey(const CacheKey& key);
   bool ensureDirectory();
   void disableWrites(const std::string& why);
-  void reportBadEntry(const CacheKey& key, const std::string& why);
+  void reportBadEntry(const CacheKey& key, const std::string& why, bool untrusted = false);
+  // Refuses the folder when `st` says another user may write it.
+  bool checkFolder(const struct stat& st);
   // compileCacheWarning, at most kMaxWarnings times (then says so once).
   void warn(const std::string& message);
   static constexpr int kMaxWarnings = 8;
@@ -146,6 +158,7 @@ class CompileCache {
   CompileCacheConfig config_;
   std::atomic<bool> writable_{true};
   std::atomic<bool> dirReady_{false};
+  std::atomic<int> folder_{0};  // 0: not checked yet, 1: trusted, 2: refused
   std::mutex mutex_;
   std::set<CacheKey> reported_;
   std::atomic<int> warnings_{0};
