@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-wheel serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -92,6 +92,13 @@ serving-deps: $(VENV)/.serving
 test-serving: build $(VENV)/.serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests/serving -x -q -p no:cacheprovider
+
+# The pip path from a clean clone of HEAD (tools/test_wheel.sh): `pip wheel --no-build-isolation .` in a
+# build venv, the wheel in a fresh venv with only torch 2.13.0 CPU + xla-cpu-pjrt, a smoke test and the
+# doctor there, the torch mismatch check, the extras' resolution, `pip install --no-build-isolation .`.
+TEST_WHEEL_TIMEOUT ?= 1500
+test-wheel: $(VENV)/.system
+	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
 
 # System packages: the compiler cache and GoogleTest (Debian).
 $(VENV)/.system:

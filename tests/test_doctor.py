@@ -145,3 +145,16 @@ def test_no_plugin_error_points_at_doctor(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert "RAISED torch_tpu: no PJRT plugin could be started" in r.stdout, r.stdout + r.stderr
     assert "python -m torch_tpu.doctor" in r.stdout
+
+
+def test_torch_mismatch_message():
+    """The import-time check (torch_tpu/_build_info.py against the running torch): major.minor.patch and
+    the CXX11 ABI must match; the local label (+cpu) does not matter. tools/test_wheel.sh checks the
+    ImportError, `import torch`'s warning and the doctor with a mismatched build info in a fresh venv."""
+    assert torch_tpu._torch_mismatch("2.13.0+cpu", True, "2.13.0", True) is None
+    msg = torch_tpu._torch_mismatch("2.14.1", True, "2.13.0+cpu", True)
+    assert "built against torch 2.13.0+cpu (CXX11 ABI=1)" in msg and "this Python has torch 2.14.1" in msg
+    assert "pip install torch==2.13.0" in msg and "--no-build-isolation" in msg
+    assert "CXX11 ABI=0" in torch_tpu._torch_mismatch("2.13.0+cpu", False, "2.13.0+cpu", True)
+    from torch_tpu import _build_info
+    assert _build_info.torch_version == torch.__version__
