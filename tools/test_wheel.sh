@@ -132,6 +132,7 @@ step "a wheel built for another torch: import torch warns, import torch_tpu rais
 INFO=$("$RPY" -c "import importlib.util as u; print(u.find_spec('torch_tpu').submodule_search_locations[0])")/_build_info.py
 cp "$INFO" "$T/build_info.orig"
 sed -i "s/^torch_version = .*/torch_version = '2.12.0+cpu'/" "$INFO"
+grep -q "^torch_version = '2.12.0+cpu'" "$INFO" || fail "could not edit $INFO"; rm -rf "$(dirname "$INFO")/__pycache__"
 (cd "$T/work" && timeout 120 "$RPY" -c "import torch; print('import torch ok')") > "$T/mm1.txt" 2>&1 \
   || { cat "$T/mm1.txt"; fail "import torch failed with a mismatched torch_tpu"; }
 grep -q "import torch ok" "$T/mm1.txt" && grep -q "built against torch 2.12.0+cpu" "$T/mm1.txt" \
