@@ -129,7 +129,8 @@ step "python -m torch_tpu.doctor in $RUNV"
 grep -E "^torch_tpu doctor|built for" "$T/doctor.txt"
 
 step "a wheel built for another torch: import torch warns, import torch_tpu raises, the doctor exits 1"
-INFO=$("$RPY" -c "import importlib.util as u; print(u.find_spec('torch_tpu').submodule_search_locations[0])")/_build_info.py
+INFO=$(cd "$T/work" && "$RPY" -I -c "import importlib.util as u; print(u.find_spec('torch_tpu').submodule_search_locations[0])")/_build_info.py
+case "$INFO" in "$RUNV"/*) ;; *) fail "the installed torch_tpu is not in $RUNV: $INFO" ;; esac
 cp "$INFO" "$T/build_info.orig"
 sed -i "s/^torch_version = .*/torch_version = '2.12.0+cpu'/" "$INFO"
 grep -q "^torch_version = '2.12.0+cpu'" "$INFO" || fail "could not edit $INFO"; rm -rf "$(dirname "$INFO")/__pycache__"
