@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -32,6 +32,7 @@ test: build $(VENV)/.serving
 	  $(PY) -m pytest tests -x -q -p no:cacheprovider --ignore=tests/serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest $(SERVING_QUICK) -x -q -p no:cacheprovider
+	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
 
 # The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
 # (`make test` runs the entries marked quick); regenerates docs/model_coverage.md.
@@ -98,6 +99,15 @@ serving-deps: $(VENV)/.serving
 test-serving: build $(VENV)/.serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests/serving -x -q -p no:cacheprovider
+
+# The pip path from a clean clone of HEAD (tools/test_wheel.sh): `pip wheel --no-build-isolation .` in a
+# build venv, the wheel in a fresh venv with only torch 2.13.0 CPU + xla-cpu-pjrt, a smoke test and the
+# doctor there, the torch mismatch check, the extras' resolution, `pip install --no-build-isolation .`.
+# The last step of `make test` (~4.6 min with the cache `make build` warms: the clone's builds link only).
+# It tests the committed HEAD, not uncommitted changes.
+TEST_WHEEL_TIMEOUT ?= 1500
+test-wheel: $(VENV)/.system
+	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
 
 # System packages: the compiler cache, GoogleTest and OpenSSL's libcrypto (Debian).
 $(VENV)/.system:

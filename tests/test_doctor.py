@@ -151,3 +151,16 @@ def test_cache_key_is_never_shown():
     env = _env_vars.report({"TORCH_TPU_CACHE_KEY": "s3cret", "TORCH_TPU_CACHE_KEY_FILE": "/k"})
     assert env["set"]["TORCH_TPU_CACHE_KEY"]["value"] == "<set, not shown>"
     assert env["set"]["TORCH_TPU_CACHE_KEY_FILE"]["value"] == "/k"
+
+
+def test_torch_mismatch_message():
+    """The import-time check (torch_tpu/_build_info.py against the running torch): major.minor.patch and
+    the CXX11 ABI must match; the local label (+cpu) does not matter. tools/test_wheel.sh checks the
+    ImportError, `import torch`'s warning and the doctor with a mismatched build info in a fresh venv."""
+    assert torch_tpu._torch_mismatch("2.13.0+cpu", True, "2.13.0", True) is None
+    msg = torch_tpu._torch_mismatch("2.14.1", True, "2.13.0+cpu", True)
+    assert "built against torch 2.13.0+cpu (CXX11 ABI=1)" in msg and "this Python has torch 2.14.1" in msg
+    assert "pip install torch==2.13.0" in msg and "--no-build-isolation" in msg
+    assert "CXX11 ABI=0" in torch_tpu._torch_mismatch("2.13.0+cpu", False, "2.13.0+cpu", True)
+    from torch_tpu import _build_info
+    assert _build_info.torch_version == torch.__version__

@@ -5,6 +5,7 @@
 """
 import atexit
 import os
+import sys
 import warnings
 
 from . import _plugins
@@ -12,6 +13,46 @@ from . import _plugins
 __version__ = "0.1.0"
 
 _registered = False
+# The message of _torch_mismatch() once it found one (then nothing is registered).
+_mismatch = None
+
+
+def _torch_mismatch(torch_version: str, torch_abi: bool, built_version: str, built_abi: bool):
+    """None when _C, compiled against torch `built_version` with CXX11 ABI `built_abi`, can load into
+    torch `torch_version` / `torch_abi`; else why not and what to do. Versions are compared on
+    major.minor.patch: the local label (+cpu, +cu130) of one release does not change its C++ ABI."""
+    def base(v):
+        return str(v).split("+", 1)[0]
+    if base(torch_version) == base(built_version) and bool(torch_abi) == bool(built_abi):
+        return None
+    return (f"torch_tpu {__version__} was built against torch {built_version} (CXX11 ABI={int(built_abi)}), "
+            f"but this Python has torch {torch_version} (CXX11 ABI={int(torch_abi)}); its extension (_C) is "
+            "compiled against one torch's C++ API and cannot load into another. Either install the torch it "
+            f"was built for (CPU build: pip install torch=={base(built_version)} --index-url "
+            "https://download.pytorch.org/whl/cpu), or rebuild torch_tpu against this torch (in a checkout: "
+            "pip install --no-build-isolation --no-deps --force-reinstall . , or make build). "
+            "python -m torch_tpu.doctor shows both builds.")
+
+
+def _check_torch() -> None:
+    """Raises ImportError when the running torch is not the one _C was compiled against
+    (torch_tpu/_build_info.py, written by tools/configure.py)."""
+    global _mismatch
+    try:
+        from . import _build_info
+    except ImportError:  # a checkout configured before build info existed: nothing to compare with
+        return
+    import torch
+    _mismatch = _torch_mismatch(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI,
+                                _build_info.torch_version, _build_info.torch_cxx11_abi)
+    if _mismatch:
+        raise ImportError(_mismatch)
+
+
+def _importing(name: str) -> bool:
+    """Whether module `name` is being imported right now (its body is running)."""
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
 
 
 def _register() -> None:
@@ -24,6 +65,7 @@ def _register() -> None:
 
     if _registered:
         return
+    _check_torch()  # before _C: loading it into another torch fails on a symbol, or worse
     from . import _C  # loads the extension: allocator, guard, hooks, kernels
     from . import device as device_module
 
@@ -146,9 +188,20 @@ def _autoload() -> None:
     try:
         _register()
     except Exception as exc:  # a broken install must not break `import torch`
-        warnings.warn(f"torch_tpu could not register device 'tpu': {exc}", RuntimeWarning)
+        if _mismatch is None:
+            warnings.warn(f"torch_tpu could not register device 'tpu': {exc}", RuntimeWarning)
+        elif not _importing(__name__):
+            # The entry point's call, after this module finished importing inside `import torch`: warn
+            # (raising would make `import torch` itself fail), and forget the module, so that an explicit
+            # `import torch_tpu` runs it again and raises the ImportError below.
+            warnings.warn(f"torch_tpu did not register device 'tpu': {_mismatch}", RuntimeWarning, stacklevel=2)
+            sys.modules.pop(__name__, None)
+        # else: this module's own body is running; its last lines decide.
 
 
-# Importing this module happens inside `import torch` (the entry point), so it
-# must not raise either.
+# Importing this module happens inside `import torch` (the entry point), so it must not raise
+# there. Imported any other way, a torch it was not built for is an ImportError, except under
+# `python -m torch_tpu.doctor`, which reports it.
 _autoload()
+if _mismatch and not _importing("torch") and sys.orig_argv[1:3] != ["-m", "torch_tpu.doctor"]:
+    raise ImportError(_mismatch)

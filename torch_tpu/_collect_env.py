@@ -100,7 +100,22 @@ def _torch_tpu_section() -> Dict:
     here = os.path.dirname(os.path.abspath(torch_tpu.__file__))
     out = {"version": torch_tpu.__version__, "path": here, "registered": bool(torch_tpu._registered)}
     ext = {"path": None, "loaded": False, "error": None}
+    # The torch this build compiled against (tools/configure.py wrote it); None in a checkout configured
+    # before it existed. A mismatch is not loaded: _C into another torch fails on a symbol, or crashes.
     try:
+        from . import _build_info
+        built = {"torch_version": _build_info.torch_version, "torch_cxx11_abi": _build_info.torch_cxx11_abi,
+                 "torch_git_version": getattr(_build_info, "torch_git_version", None),
+                 "python": getattr(_build_info, "python", None)}
+    except ImportError:
+        built = None
+    out["built_against"] = built
+    mismatch = torch_tpu._torch_mismatch(torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI,
+                                         built["torch_version"], built["torch_cxx11_abi"]) if built else None
+    out["torch_mismatch"] = mismatch
+    try:
+        if mismatch:
+            raise ImportError("not loaded: " + mismatch)
         from . import _C
         ext.update(path=_C.__file__, loaded=True)
         ext["runtime_version"] = _C._compile_cache_config()["torch_tpu_version"]
@@ -113,8 +128,9 @@ def _torch_tpu_section() -> Dict:
         ext["compiler"] = info.get("compiler")
         ext["cxx11_abi"] = info.get("cxx11_abi")
         # The torch the extension was linked against: its RUNPATH entry that holds libtorch.
-        lib = next((d for d in info.get("runpath", []) if os.path.exists(os.path.join(d, "libtorch_cpu.so"))),
-                   None)
+        origin = os.path.dirname(os.path.abspath(ext["path"]))
+        runpath = [os.path.normpath(d.replace("$ORIGIN", origin)) for d in info.get("runpath", [])]
+        lib = next((d for d in runpath if os.path.exists(os.path.join(d, "libtorch_cpu.so"))), None)
         ext["linked_torch_lib"] = lib
         ext["linked_torch_version"] = _torch_version_at(lib) if lib else None
         torch_lib = os.path.join(os.path.dirname(torch.__file__), "lib")
@@ -339,7 +355,9 @@ def _judge(env: Dict) -> None:
     problems, warnings = [], []
     tt = env["torch_tpu"]
     ext = tt.get("extension", {})
-    if tt.get("error") or not ext.get("loaded"):
+    if tt.get("torch_mismatch"):
+        problems.append(tt["torch_mismatch"])
+    elif tt.get("error") or not ext.get("loaded"):
         problems.append("the torch_tpu extension (_C) does not load: " + str(tt.get("error") or ext.get("error")))
     elif not tt.get("registered"):
         problems.append("torch_tpu did not register device 'tpu' (see the warning `import torch` printed)")

@@ -45,6 +45,12 @@ def _build_lines(env: Dict) -> List[str]:
         lines.append(f"  torch_tpu     {tt['error']}")
         return lines
     lines.append(f"  torch_tpu     {tt['version']} ({tt['path']})")
+    built = tt.get("built_against")
+    if built:
+        same = "NOT the running torch" if tt.get("torch_mismatch") else "the running torch's version and ABI"
+        lines.append(f"  built for     torch {built['torch_version']}, CXX11 ABI={_abi(built['torch_cxx11_abi'])} ({same})")
+    else:
+        lines.append("  built for     unknown (no torch_tpu/_build_info.py: configured before it existed)")
     ext = tt["extension"]
     state = "loaded" if ext["loaded"] else f"does not load: {ext['error']}"
     lines.append(f"  _C            {ext['path'] or '(no _C*.so in the package)'}: {state}")
