@@ -1,0 +1,370 @@
+"""The architecture table generated from transformers' own auto mappings (issue 29, item 1).
+
+For every model type of `transformers.CONFIG_MAPPING`: its config class's defaults shrunk generically to tiny
+sizes (`tiny_config`), the base model class (MODEL_MAPPING_NAMES) and one main head (`HEADS`, the first auto
+mapping that lists the type), and synthetic inputs made from the model class's `main_input_name`
+(`make_inputs`). tools/model_sweep.py runs each type on tpu against CPU; model_zoo.py (the hand-written table)
+stays where it tests more (generate, MoE experts paths, hand-made inputs).
+
+The shrink rules work on the config's `to_dict()`, key by key, recursively into nested sub-configs
+(text_config, vision_config, audio_config, backbone_config, encoder/decoder...):
+  hidden sizes -> 32, layers -> 2, heads -> 4 (kv heads 2), head_dim -> 8, intermediate -> 37 (40 with experts:
+  CPU's grouped_mm wants 16-byte strides), vocab -> 99 (token ids above it -> small ids), image_size -> 32,
+  patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
+  per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
+`OVERRIDES` holds the few types where a generic rule cannot work.
+"""
+import inspect
+
+import torch
+import transformers
+from transformers.models.auto import configuration_auto, modeling_auto
+
+VOCAB = 99
+HIDDEN = 32
+HEADS_N = 4
+KV_HEADS = 2
+FFN = 37
+FFN_MOE = 40
+LAYERS = 2
+BATCH = 2
+SEQ = 7
+IMAGE = 32
+PATCH = 8
+AUDIO_SAMPLES = 1600
+EXPERTS = 4
+TOPK = 2
+
+# The main head: the first of these auto mappings that lists the model type.
+HEADS = [
+    ("causal-lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("masked-lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    ("seq2seq-lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    ("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("image-classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("audio-classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
+    ("ctc", "MODEL_FOR_CTC_MAPPING_NAMES"),
+    ("sequence-classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    ("token-classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
+    ("semantic-segmentation", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"),
+    ("depth-estimation", "MODEL_FOR_DEPTH_ESTIMATION_MAPPING_NAMES"),
+    ("image-text-to-text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+    ("time-series-prediction", "MODEL_FOR_TIME_SERIES_PREDICTION_MAPPING_NAMES"),
+]
+# Heads whose forward takes `labels`, and what the labels are.
+LABELS = {"causal-lm": "ids", "masked-lm": "masked", "seq2seq-lm": "ids5", "speech-seq2seq": "ids5",
+          "image-classification": "class", "audio-classification": "class", "ctc": "ctc",
+          "sequence-classification": "class", "token-classification": "tokclass"}
+
+# Config keys, by what they size.
+_HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "embedding_size", "d_embed",
+                "projection_dim", "dim", "word_embed_proj_dim", "n_embed", "model_dim", "emb_dim",
+                "embedding_dim", "encoder_hidden_size", "decoder_hidden_size", "text_hidden_size",
+                "vision_hidden_size", "audio_hidden_size", "projection_size", "proj_dim", "d_inner_hidden",
+                "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
+                "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
+                "projector_hidden_size", "text_embed_dim", "vision_embed_dim"}
+_LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+               "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
+               "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
+               "encoder_num_hidden_layers", "num_adapter_layers", "cross_attention_layers"}
+_HEAD_KEYS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
+              "n_heads", "decoder_num_attention_heads", "encoder_num_attention_heads", "num_query_heads",
+              "attention_heads"}
+_KV_KEYS = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num",
+            "encoder_num_key_value_heads", "decoder_num_key_value_heads"}
+_FFN_KEYS = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner", "mlp_dim",
+             "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_intermediate_size",
+             "encoder_intermediate_size", "intermediate_dim", "ff_dim", "feed_forward_size", "dim_feedforward",
+             "encoder_ffn_size", "d_inner", "expert_intermediate_size", "ffn_hidden_size", "mlp_hidden_size"}
+_EXPERT_KEYS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
+                "n_experts"}
+_TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_topk", "moe_top_k", "num_selected_experts",
+              "num_experts_per_token"}
+_HEAD_DIM_KEYS = {"head_dim", "d_kv", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
+                  "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size"}
+_POS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length",
+             "n_ctx", "max_seq_length"}
+_PER_LAYER_LIST_KEYS = {"layer_types", "mlp_layer_types", "attention_types", "block_types", "layers_block_type",
+                        "hybrid_override_pattern", "mlp_only_layers", "full_attn_idxs", "layer_norm_types",
+                        "attn_layer_indices", "expert_layer_period_types", "sliding_window_layers",
+                        "no_rope_layers", "moe_layers", "layers_type"}
+_STAGE_HIDDEN_LIST_KEYS = {"hidden_sizes", "embed_dims", "dims", "embed_dim_list", "channels", "widths",
+                           "num_channels_list", "stage_channels", "encoder_hidden_sizes", "decoder_hidden_sizes",
+                           "out_channels_list", "hidden_dims"}
+_STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_num_heads", "attention_heads"}
+_STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers"}
+_TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_id")
+
+# The few types a generic rule cannot make tiny (kwargs applied to the shrunk dict, by model type).
+SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], num_conv_pos_embeddings=16,
+                   num_conv_pos_embedding_groups=2, num_feat_extract_layers=2, mask_time_prob=0.0,
+                   ctc_loss_reduction="mean")
+OVERRIDES = {
+}
+
+
+def _shrink_list(key, v, old_layers, new_layers):
+    if not v or not all(isinstance(x, (int, str, bool, list, type(None))) for x in v):
+        return v
+    ints = all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+    if key in _STAGE_HIDDEN_LIST_KEYS and ints:
+        return [min(x, 16 * 2 ** i) for i, x in enumerate(v)]
+    if key in _STAGE_HEADS_LIST_KEYS and ints:
+        return [min(x, 2 ** min(i, 2)) for i, x in enumerate(v)]
+    if key in _STAGE_DEPTH_LIST_KEYS and ints:
+        return [min(x, 1) for x in v]
+    if old_layers and len(v) == old_layers and new_layers < old_layers:
+        return list(v[:new_layers])
+    if key in _PER_LAYER_LIST_KEYS and old_layers is not None and new_layers is not None and ints:
+        return [x for x in v if x < new_layers] if key != "layer_types" else v
+    return v
+
+
+def shrink(d):
+    """A shrunk copy of a config's to_dict() (nested dicts shrunk recursively)."""
+    d = dict(d)
+    old_layers = next((d[k] for k in ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
+                       if isinstance(d.get(k), int)), None)
+    has_experts = any(isinstance(d.get(k), int) and d[k] > 1 for k in _EXPERT_KEYS)
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v and old_layers and all(str(x).isdigit() for x in v):
+            # Per-layer settings keyed by layer index (per_layer_config): only the layers that remain.
+            out[k] = {x: y for x, y in v.items() if int(x) < min(old_layers, LAYERS)}
+            continue
+        if isinstance(v, dict) and k not in ("id2label", "label2id", "rope_scaling", "rope_parameters",
+                                              "quantization_config", "task_specific_params"):
+            out[k] = shrink(v) if ("model_type" in v or "hidden_size" in v or k.endswith("config")) else v
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
+            out[k] = v
+            continue
+        if isinstance(v, (list, tuple)):
+            out[k] = _shrink_list(k, list(v), old_layers, min(old_layers, LAYERS) if old_layers else None)
+            continue
+        if k in _HIDDEN_KEYS:
+            out[k] = min(v, HIDDEN)
+        elif k in _LAYER_KEYS:
+            out[k] = min(v, LAYERS)
+        elif k in _HEAD_KEYS:
+            out[k] = min(v, HEADS_N)
+        elif k in _KV_KEYS:
+            # Multi-head attention stays so (MLA's key/value heads are the query heads); GQA gets 2.
+            heads = d.get(k.replace("key_value", "attention").replace("kv_heads", "heads"), d.get("num_attention_heads"))
+            out[k] = min(v, HEADS_N) if v == heads else min(v, KV_HEADS)
+        elif k in _FFN_KEYS:
+            out[k] = min(v, FFN_MOE if has_experts else FFN)
+        elif k in _EXPERT_KEYS:
+            out[k] = min(v, EXPERTS)
+        elif k in _TOPK_KEYS:
+            out[k] = min(v, TOPK)
+        elif k in _HEAD_DIM_KEYS:
+            out[k] = min(v, HIDDEN // HEADS_N)
+        elif k == "vocab_size":
+            out[k] = min(v, VOCAB)
+        elif k == "image_size":
+            out[k] = min(v, IMAGE)
+        elif k == "patch_size":
+            out[k] = min(v, PATCH)
+        elif k in _POS_KEYS:
+            out[k] = min(v, 512)
+        elif k in ("n_group", "topk_group"):
+            out[k] = 1
+        elif k in ("rotary_dim", "partial_rotary_dim"):
+            out[k] = min(v, 4)
+        elif k == "num_groups":  # GroupNorm groups over the shrunk channels
+            out[k] = min(v, 4)
+        elif k.endswith(_TOKEN_ID_SUFFIXES) and v >= VOCAB:
+            out[k] = VOCAB - 1 - (sum(map(ord, k)) % 8)  # distinct ids near the top of the tiny vocab
+        else:
+            out[k] = v
+    # head_dim must agree with the new hidden size where the config derives one from the other.
+    if "head_dim" in out and isinstance(out["head_dim"], int) and isinstance(out.get("hidden_size"), int):
+        heads = out.get("num_attention_heads")
+        if isinstance(heads, int) and heads:
+            out["head_dim"] = max(1, out["hidden_size"] // heads) if out["head_dim"] else out["head_dim"]
+    # Backbone stage selections name the old stages: let the config derive them from the new depth.
+    for k in ("out_features", "out_indices"):
+        if out.get(k) is not None and isinstance(out[k], list):
+            out[k] = None
+    # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size.
+    if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
+        out["head_dim"] = out["qk_rope_head_dim"]
+    # Mamba-2 heads: n_heads x d_head = expand x hidden.
+    if isinstance(out.get("mamba_n_heads"), int) and isinstance(out.get("hidden_size"), int):
+        out["mamba_n_heads"] = min(out["mamba_n_heads"], HEADS_N)
+        if isinstance(out.get("mamba_d_head"), int):
+            out["mamba_d_head"] = out.get("mamba_expand", 2) * out["hidden_size"] // out["mamba_n_heads"]
+    # Multimodal rotary sections must sum to half the (new) head size.
+    for holder in (out, out.get("rope_parameters"), out.get("rope_scaling")):
+        if isinstance(holder, dict) and isinstance(holder.get("mrope_section"), list) and holder["mrope_section"]:
+            hd = out.get("head_dim") if isinstance(out.get("head_dim"), int) else None
+            if hd is None and isinstance(out.get("hidden_size"), int) and isinstance(out.get("num_attention_heads"), int):
+                hd = out["hidden_size"] // out["num_attention_heads"]
+            if hd:
+                n, half = len(holder["mrope_section"]), hd // 2
+                holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
+    if "conv_dim" in out and "conv_stride" in out:
+        out.update(SPEECH_CONV)
+    # Layer counts that list per-layer patterns (layer_types) must match the new count.
+    for k in ("layer_types",):
+        if isinstance(out.get(k), list) and old_layers and isinstance(out.get("num_hidden_layers"), int):
+            out[k] = out[k][:out["num_hidden_layers"]]
+    return out
+
+
+_DROP = ("transformers_version", "architectures", "_name_or_path", "_attn_implementation_autoset",
+         "_commit_hash", "dtype", "torch_dtype")
+
+
+def model_types():
+    return sorted(configuration_auto.CONFIG_MAPPING_NAMES)
+
+
+def tiny_config(model_type):
+    cls = transformers.CONFIG_MAPPING[model_type]
+    d = shrink(cls().to_dict())
+    d.update(OVERRIDES.get(model_type, {}))
+    for k in _DROP:
+        d.pop(k, None)
+    d.pop("model_type", None)
+    cfg = cls(**d)
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def classes(model_type):
+    """(base model class name or None, (head task, head class name) or None)."""
+    base = modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
+    if isinstance(base, (list, tuple)):
+        base = base[0]
+    if base is None:  # sub-configs (clip_text_model...): FooTextConfig -> FooTextModel
+        base = configuration_auto.CONFIG_MAPPING_NAMES[model_type].replace("Config", "Model")
+    head = None
+    for task, mapping in HEADS:
+        name = getattr(modeling_auto, mapping).get(model_type)
+        if isinstance(name, (list, tuple)):
+            name = name[0]
+        if name and hasattr(transformers, name):
+            head = (task, name)
+            break
+    if base is not None and not hasattr(transformers, base):
+        base = None
+    return base, head
+
+
+def _ids(g, shape, low=3, high=VOCAB):
+    return torch.randint(low, high, shape, generator=g)
+
+
+def _vocab(cfg):
+    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None)):
+        v = getattr(c, "vocab_size", None) if c is not None else None
+        if isinstance(v, int) and v > 3:
+            return v
+    return VOCAB
+
+
+def _get(cfg, *keys, default=None):
+    for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None),
+              getattr(cfg, "encoder", None)):
+        if c is None:
+            continue
+        for k in keys:
+            v = getattr(c, k, None)
+            if v is not None:
+                return v
+    return default
+
+
+def _image_tokens(cfg):
+    return any(getattr(cfg, k, None) is not None for k in ("image_token_id", "image_token_index"))
+
+
+def make_inputs(model_class, cfg, task, seed):
+    """Synthetic inputs for `model_class` from its main_input_name (with labels where the head takes them)."""
+    g = torch.Generator().manual_seed(seed)
+    name = getattr(model_class, "main_input_name", "input_ids")
+    params = inspect.signature(model_class.forward).parameters
+    hi = min(_vocab(cfg), VOCAB)
+    inputs = {}
+    if name == "input_ids":
+        ids = _ids(g, (BATCH, SEQ), 3, hi)
+        inputs = dict(input_ids=ids)
+        if "attention_mask" in params:
+            inputs["attention_mask"] = torch.ones_like(ids)
+        if cfg.is_encoder_decoder and task not in ("seq2seq-lm",) and "decoder_input_ids" in params:
+            inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
+    elif name == "pixel_values":
+        ch = _get(cfg, "num_channels", default=3)
+        size = _get(cfg, "image_size", default=IMAGE)
+        if isinstance(size, (list, tuple)):
+            size = size[0]
+        size = size if isinstance(size, int) and size <= 64 else IMAGE
+        inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, size, size, generator=g))
+    elif name == "input_values":
+        mel = _get(cfg, "num_mel_bins")
+        if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
+            inputs = dict(input_values=torch.randn(BATCH, _get(cfg, "max_length"), mel, generator=g))
+        else:
+            inputs = dict(input_values=torch.randn(BATCH, AUDIO_SAMPLES, generator=g))
+    elif name == "input_features":
+        mel = _get(cfg, "num_mel_bins")
+        src = _get(cfg, "max_source_positions")
+        if mel and src:  # Whisper-like: mel x 2 * max_source_positions
+            inputs = dict(input_features=torch.randn(BATCH, mel, 2 * src, generator=g))
+        else:
+            feat = _get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "input_dim", default=80)
+            inputs = dict(input_features=torch.randn(BATCH, 20, feat, generator=g))
+            if "attention_mask" in params:
+                inputs["attention_mask"] = torch.ones(BATCH, 20, dtype=torch.long)
+        if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
+            inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
+    elif name == "inputs_embeds":
+        inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
+    else:
+        raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
+    # Two-tower models (CLIP-like: a text and a vision/audio config): both towers' inputs. Vision-language
+    # decoders (an image token id in the config) run text-only: their image features need matching tokens.
+    text_like = "input_ids" in params and "input_ids" not in inputs
+    if getattr(cfg, "text_config", None) is not None and text_like and not _image_tokens(cfg):
+        ids = _ids(g, (BATCH, SEQ), 3, hi)
+        inputs.update(input_ids=ids)
+        if "attention_mask" in params:
+            inputs["attention_mask"] = torch.ones_like(ids)
+    if getattr(cfg, "vision_config", None) is not None and "pixel_values" in params and not _image_tokens(cfg) \
+            and "pixel_values" not in inputs:
+        vc = cfg.vision_config
+        ch = getattr(vc, "num_channels", 3)
+        size = getattr(vc, "image_size", IMAGE)
+        size = size[0] if isinstance(size, (list, tuple)) else size
+        inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
+                                             generator=g)
+    if "return_loss" in params and len(inputs) > 1:
+        inputs["return_loss"] = True
+    kind = LABELS.get(task)
+    if kind and "labels" in params:
+        if kind == "ids":
+            inputs["labels"] = inputs["input_ids"].clone() if "input_ids" in inputs else None
+        elif kind == "masked":
+            labels = torch.full_like(inputs["input_ids"], -100)
+            labels[:, 1::2] = inputs["input_ids"][:, 1::2]
+            inputs["labels"] = labels
+        elif kind == "ids5":
+            inputs["labels"] = _ids(g, (BATCH, 5), 3, hi)
+        elif kind == "class":
+            n = getattr(cfg, "num_labels", 2)
+            inputs["labels"] = torch.randint(0, n, (BATCH,), generator=g)
+        elif kind == "tokclass":
+            n = getattr(cfg, "num_labels", 2)
+            inputs["labels"] = torch.randint(0, n, (BATCH, SEQ), generator=g)
+        elif kind == "ctc":
+            inputs["labels"] = _ids(g, (BATCH, 4), 1, hi)
+        inputs = {k: v for k, v in inputs.items() if v is not None}
+    if "noise" in params and "pixel_values" in inputs:
+        # ViTMAE-like random masking: pass the noise the model would draw, so tpu and CPU mask the same patches.
+        size, patch = inputs["pixel_values"].shape[-1], _get(cfg, "patch_size", default=PATCH)
+        patch = patch[0] if isinstance(patch, (list, tuple)) else patch
+        inputs["noise"] = torch.rand(BATCH, (size // patch) ** 2, generator=g)
+    return inputs
