@@ -10,7 +10,6 @@ least as close to float64 as CPU's bfloat16 element plus the bfloat16 tolerance.
 `make test` runs float32 with at most QUICK_SAMPLES samples per module and mode; `make test-modules-full`
 (TORCH_TPU_MODULE_DB=full) runs every sample in float32 and bfloat16 (see docs/op_coverage.md).
 """
-import contextlib
 import copy
 import os
 import sys
@@ -85,7 +84,8 @@ def _build(info, sample, dtype):
     if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in m.parameters()):
         # Lazy modules draw their parameters at the first forward: draw them once, so every copy shares them.
         with torch.no_grad():
-            m(*_move(sample.forward_input.args, "cpu"), **_move(sample.forward_input.kwargs, "cpu"))
+            fi = sample.forward_input
+            m(*_move(fi.args, "cpu", torch.float32), **_move(fi.kwargs, "cpu", torch.float32))
     return m.to(dtype)
 
 
@@ -114,10 +114,15 @@ def test_module(mode, info, training, dtype):
         exact = _run(copy.deepcopy(module).double(), _move(fi.args, "cpu", torch.float64),
                      _move(fi.kwargs, "cpu", torch.float64))
         cpu = _run(copy.deepcopy(module), _move(fi.args, "cpu"), _move(fi.kwargs, "cpu"))
-        # Where CPU computes NaN/Inf from finite inputs too (KLDivLoss of negative targets: xlogy), debug
-        # mode's non-finite check would report what is the module's own result.
-        nonfinite = any(not t.isfinite().all() for part in cpu for t in part if t is not None)
-        with nonfinite_ok() if nonfinite else contextlib.nullcontext():
+        try:
             tpu = _run(copy.deepcopy(module).to("tpu"), _move(fi.args, "tpu"), _move(fi.kwargs, "tpu"))
+        except RuntimeError as e:
+            # Debug mode reports NaN/Inf made from finite inputs, also where the module masks it away itself
+            # (KLDivLoss's xlogy of negative targets, PoissonNLLLoss's Stirling term at 0, as on CPU): then
+            # compare the values with the check off.
+            if "produced a non-finite value" not in str(e):
+                raise
+            with nonfinite_ok():
+                tpu = _run(copy.deepcopy(module).to("tpu"), _move(fi.args, "tpu"), _move(fi.kwargs, "tpu"))
         for what, a, e, r in zip(("forward", "input grads", "parameter grads"), tpu, cpu, exact):
             assert _compare(a, e, r, dtype), f"{info.name} sample {i} ({sample.desc or 'default'}): {what} differ"
