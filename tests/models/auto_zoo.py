@@ -101,6 +101,8 @@ SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], n
                    num_conv_pos_embedding_groups=2, num_feat_extract_layers=2, mask_time_prob=0.0,
                    ctc_loss_reduction="mean")
 OVERRIDES = {
+    # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
+    "bamba": dict(attn_layer_indices=[1]),
 }
 
 
@@ -115,7 +117,14 @@ def _shrink_list(key, v, old_layers, new_layers):
     if key in _STAGE_DEPTH_LIST_KEYS and ints:
         return [min(x, 1) for x in v]
     if old_layers and len(v) == old_layers and new_layers < old_layers:
-        return list(v[:new_layers])
+        kept = list(v[:new_layers])
+        if all(isinstance(x, str) for x in v):
+            # Every kind of layer the pattern has stays represented (a hybrid keeps its full-attention layer).
+            missing = [x for x in dict.fromkeys(v) if x not in kept]
+            while missing and len(set(kept)) < new_layers:
+                dup = next(i for i in range(len(kept) - 1, -1, -1) if kept.count(kept[i]) > 1)
+                kept[dup] = missing.pop(0)
+        return kept
     if key in _PER_LAYER_LIST_KEYS and old_layers is not None and new_layers is not None and ints:
         return [x for x in v if x < new_layers] if key != "layer_types" else v
     return v
@@ -136,6 +145,9 @@ def shrink(d):
         if isinstance(v, dict) and k not in ("id2label", "label2id", "rope_scaling", "rope_parameters",
                                               "quantization_config", "task_specific_params"):
             out[k] = shrink(v) if ("model_type" in v or "hidden_size" in v or k.endswith("config")) else v
+            continue
+        if v is None and k in _TOPK_KEYS and has_experts:  # an MoE config that leaves top-k unset
+            out[k] = TOPK
             continue
         if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
             out[k] = v
@@ -234,6 +246,22 @@ def tiny_config(model_type):
     return cfg
 
 
+def _model_of_config(model_type):
+    """The model class of the type's own modeling module whose config_class is the type's config (shortest
+    name wins), for sub-configs the auto mappings do not list."""
+    import importlib
+    cfg_cls = transformers.CONFIG_MAPPING[model_type]
+    module = cfg_cls.__module__.replace(".configuration_", ".modeling_")
+    try:
+        mod = importlib.import_module(module)
+    except Exception:  # noqa: BLE001
+        return None
+    names = [n for n, c in vars(mod).items() if isinstance(c, type) and getattr(c, "config_class", None) is cfg_cls
+             and issubclass(c, transformers.PreTrainedModel) and hasattr(transformers, n)
+             and not n.endswith("PreTrainedModel")]
+    return min(names, key=len) if names else None
+
+
 def classes(model_type):
     """(base model class name or None, (head task, head class name) or None)."""
     base = modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
@@ -241,6 +269,8 @@ def classes(model_type):
         base = base[0]
     if base is None:  # sub-configs (clip_text_model...): FooTextConfig -> FooTextModel
         base = configuration_auto.CONFIG_MAPPING_NAMES[model_type].replace("Config", "Model")
+        if not hasattr(transformers, base):
+            base = _model_of_config(model_type) or base
     head = None
     for task, mapping in HEADS:
         name = getattr(modeling_auto, mapping).get(model_type)
