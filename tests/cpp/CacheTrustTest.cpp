@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "TempDir.h"
 #include "csrc/runtime/CompileCache.h"
 
 using namespace tpu;
@@ -20,18 +21,6 @@ using runtime::CompileCacheConfig;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tpu-trust-test-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 CompileCacheConfig configFor(const std::string& dir, CacheTrust trust = {}) {
   CompileCacheConfig c;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "TestPlugin.h"
+#include "TempDir.h"
 #include "csrc/runtime/CompileCache.h"
 
 using namespace tpu;
@@ -22,19 +23,6 @@ using runtime::CompileCacheConfig;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "tpu-cache-test-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-};
 
 CompileCacheConfig configFor(const std::string& dir, uint64_t maxBytes = 0) {
   CompileCacheConfig c;
