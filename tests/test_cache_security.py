@@ -42,38 +42,39 @@ def run(folder, op, **env):
     return out
 
 
-def program_entry(tmp_path, op):
-    """(file name, info + payload) of the entry of `op`'s own program (not arange's)."""
-    folder = tmp_path / f"only-{op}"
-    folder.mkdir(mode=0o700)
-    run(folder, op)
-    other = tmp_path / f"only-other-{op}"
-    other.mkdir(mode=0o700)
-    run(other, "exp" if op == "neg" else "neg")
-    (name,) = set(os.listdir(folder)) - set(os.listdir(other))
-    return name, (folder / name).read_bytes()[HEADER:]
+def program_entries(tmp_path):
+    """{op: (file name, entry bytes)} of each op's own program (not arange's), one child per op."""
+    folders = {}
+    for op in ("neg", "exp"):
+        folders[op] = tmp_path / f"only-{op}"
+        folders[op].mkdir(mode=0o700)
+        run(folders[op], op)
+    names = {op: set(os.listdir(f)) for op, f in folders.items()}
+    out = {}
+    for op, other in (("neg", "exp"), ("exp", "neg")):
+        (name,) = names[op] - names[other]
+        out[op] = (name, (folders[op] / name).read_bytes())
+    return out
 
 
-def forge(folder, name, body, info_len):
-    """An entry for the key `name` holding `body` (another program), with a valid SHA-256 checksum."""
+def forge(folder, name, donor):
+    """An entry for the key `name` holding the donor entry's info and executable (another program), with a
+    valid SHA-256 checksum."""
+    info_len = struct.unpack("<I", donor[12:16])[0]
+    body = donor[HEADER:]
     key = bytes.fromhex(name[:64])
     header = b"TPUXCACH" + struct.pack("<IIQ", 1, info_len, len(body) - info_len) + key
     (folder / name).write_bytes(header + hashlib.sha256(body).digest() + body)
     os.chmod(folder / name, 0o644)
 
 
-def _info_len(entry):
-    return struct.unpack("<I", entry[12:16])[0]
-
-
 def test_forged_entry_runs_only_where_the_folder_is_trusted_by_opt_in(tmp_path):
-    neg_name, neg_body = program_entry(tmp_path, "neg")
-    exp_name, _ = program_entry(tmp_path, "exp")
-    info_len = _info_len((tmp_path / "only-neg" / neg_name).read_bytes())
+    entries = program_entries(tmp_path)
+    exp_name, neg_entry = entries["exp"][0], entries["neg"][1]
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, 0o777)  # anyone may write here
-    forge(shared, exp_name, neg_body, info_len)
+    forge(shared, exp_name, neg_entry)
 
     # Opted in (TORCH_TPU_CACHE_TRUST_SHARED=1, no key): the forgery is loaded and runs: x.exp() returns -x.
     # This is what the rules below prevent.
@@ -105,18 +106,17 @@ def test_forged_entry_runs_only_where_the_folder_is_trusted_by_opt_in(tmp_path):
 
 
 def test_entry_others_can_write_is_never_loaded(tmp_path):
-    neg_name, neg_body = program_entry(tmp_path, "neg")
-    exp_name, _ = program_entry(tmp_path, "exp")
-    info_len = _info_len((tmp_path / "only-neg" / neg_name).read_bytes())
+    entries = program_entries(tmp_path)
+    exp_name, neg_entry = entries["exp"][0], entries["neg"][1]
     own = tmp_path / "own"
     own.mkdir(mode=0o700)
-    forge(own, exp_name, neg_body, info_len)
+    forge(own, exp_name, neg_entry)
     os.chmod(own / exp_name, 0o666)  # the folder is private, but the entry file is writable by anyone
     out = run(own, "exp")
     assert out["y"] == EXPECTED["exp"]
     assert out["disk"]["untrusted_entries"] == 1 and "never loaded" in out["stderr"], out["stderr"]
     if os.geteuid() == 0:  # only root can give a file to another user
-        forge(own, exp_name, neg_body, info_len)
+        forge(own, exp_name, neg_entry)
         os.chown(own / exp_name, 12345, 12345)
         out = run(own, "exp")
         assert out["y"] == EXPECTED["exp"]
