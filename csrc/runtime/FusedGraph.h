@@ -134,6 +134,9 @@ class FusedGraph final : public TraceContext {
   void touchSlot(DeviceStorage* s);
   void releaseFinished();
   void dropRunningHolds(const pjrt::Buffer* buffer);
+  // dropRunningHolds, and waits for the reaper to drop finished graphs' references: after it, only
+  // storages, a host transfer or the graph being built hold the buffer.
+  void releaseTransientHolds(const pjrt::Buffer* buffer);
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;

@@ -1,5 +1,5 @@
 """Fixed-shape serving steps (torch_tpu.vllm.buckets, TpuModelRunner): the bucket arithmetic and warm-up
-plan, and, end to end, that after vLLM's warm-up on tpu (Strict mode) serving batches of other sizes and
+plan, and, end to end, that after vLLM's warm-up on tpu (Strict and Fused mode) serving batches of other sizes and
 prompt lengths compiles no new program while the greedy tokens still equal Hugging Face greedy.
 """
 import json
@@ -59,13 +59,34 @@ def test_warm_up_plan_reaches_every_serving_shape(max_tokens, max_reqs, block_si
     assert len(plan) == len(set(plan))
 
 
+@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width",
+                         [(32, 8, 16, 128, 8), (64, 16, 16, 128, 8), (100, 4, 16, 100, 7), (24, 8, 4, 40, 10)])
+def test_whole_step_plan_reaches_every_serving_triple(max_tokens, max_reqs, block_size, max_model_len,
+                                                      table_width):
+    """Fused mode keys a step's graph by (token bucket, request bucket, width) at once: the whole-step
+    plan reaches every triple a scheduler step can form, and only such steps."""
+    def triple(n, r, seq_len):
+        return (buckets.padded(n, max_tokens, buckets.MIN_TOKENS), buckets.padded(r, max_reqs, buckets.MIN_REQS),
+                buckets.width(seq_len, block_size, table_width))
+
+    plan = buckets.warm_up_plan(max_tokens, max_reqs, block_size, max_model_len, table_width, whole_steps=True)
+    for n, r, seq_len in plan:
+        assert 1 <= r <= min(n, max_reqs) and n <= min(max_tokens, r * seq_len) and seq_len < max_model_len
+    needed = {triple(n, r, seq_len) for seq_len in range(1, max_model_len) for r in range(1, max_reqs + 1)
+              for n in range(r, min(max_tokens, r * seq_len) + 1)}
+    assert {triple(*s) for s in plan} == needed
+    assert len(plan) == len(needed)
+
+
 LONG = " ".join(tiny_models.CORPUS[:5])  # ~40 tokens: a chunked prefill at 32 tokens per step
 
 
-def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path):
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path, mode):
     """Batches of 6, 1, 3 and 8 requests with different prompt lengths and max_tokens (so the decode
     batch shrinks as requests finish), long prompts over chunked prefill: 0 new programs after warm-up,
-    and every request's tokens equal HF greedy."""
+    and every request's tokens equal HF greedy. Strict: one program per op, warmed over bucket pairs;
+    Fused: one graph per step, warmed over every (tokens, requests, width) triple."""
     folder = tiny_models.make_model("llama", str(tmp_path / "llama"))
     prompts = tiny_models.PROMPTS
     batches = [
@@ -76,7 +97,7 @@ def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path):
     ]
     batches_file = tmp_path / "batches.json"
     batches_file.write_text(json.dumps(batches))
-    env = dict(os.environ, TORCH_TPU_EAGER_MODE="strict", TORCH_TPU_VLLM_DEVICE="tpu",
+    env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_VLLM_DEVICE="tpu",
                VLLM_ENABLE_V1_MULTIPROCESSING="0")
     proc = subprocess.run([sys.executable, os.path.join(HERE, "buckets_child.py"), folder, str(batches_file)],
                           env=env, capture_output=True, text=True, timeout=900)

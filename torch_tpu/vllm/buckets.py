@@ -51,9 +51,10 @@ def widths(max_model_len: int, block_size: int, table_width: int) -> list[int]:
 
 
 def warm_up_plan(max_tokens: int, max_reqs: int, block_size: int, max_model_len: int,
-                 table_width: int) -> list[tuple[int, int, int]]:
+                 table_width: int, whole_steps: bool = False) -> list[tuple[int, int, int]]:
     """Steps (tokens, requests, sequence length) that together reach every (token bucket, width) and
-    (token bucket, request bucket) pair a serving step can produce.
+    (token bucket, request bucket) pair a serving step can produce; with whole_steps, every (token
+    bucket, request bucket, width) triple (Fused mode: one graph per step, keyed by all three).
 
     A step of n tokens over r requests whose longest sequence is L needs r <= n <= r * L (each request
     schedules at least one token and at most its sequence length). Each step runs r requests of sequence
@@ -78,6 +79,10 @@ def warm_up_plan(max_tokens: int, max_reqs: int, block_size: int, max_model_len:
             return None
         return n, r, seq_len
 
+    if whole_steps:
+        triples = (step(i, j, k) for i in range(len(token_sizes)) for j in range(len(req_sizes))
+                   for k in range(len(width_sizes)))
+        return [s for s in triples if s]
     plan = []
     for i in range(len(token_sizes)):
         for j in range(len(req_sizes)):  # every request bucket, at some width

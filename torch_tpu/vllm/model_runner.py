@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
+import torch_tpu
 from vllm.config import CUDAGraphMode
 from vllm.forward_context import BatchDescriptor
 from vllm.logger import init_logger
@@ -264,8 +265,15 @@ class TpuModelRunner(GPUModelRunner):
             return
         block_size = self.cache_config.block_size
         table_width = self.input_batch.block_table[0].max_num_blocks_per_req
+        # Fused mode traces a step into one graph, keyed by its three buckets together: warm every triple.
         plan = buckets.warm_up_plan(self.scheduler_config.max_num_batched_tokens, self.max_num_reqs, block_size,
-                                    self.max_model_len, table_width)
+                                    self.max_model_len, table_width,
+                                    whole_steps=torch_tpu.get_eager_mode() == "fused")
+        # Fused graphs also depend on how their storages are held: the first step still finds vLLM's
+        # zeroed KV cache as its int8 buffer (pending work would join that graph too), every later one
+        # as the attention dtype's buffer the first step left. So the first step runs twice.
+        self._sync_device()
+        plan = plan[:1] + plan
         logger.info("tpu: warming up %d bucketed steps", len(plan))
         params = SamplingParams(temperature=0.0, max_tokens=1)
         group_block_sizes = [g.kv_cache_spec.block_size for g in self.kv_cache_config.kv_cache_groups]
