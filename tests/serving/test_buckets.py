@@ -1,6 +1,6 @@
 """Fixed-shape serving steps (torch_tpu.vllm.buckets, TpuModelRunner): the bucket arithmetic and warm-up
-plan, and, end to end, that after vLLM's warm-up on tpu (Strict and Fused mode) serving batches of other sizes and
-prompt lengths compiles no new program while the greedy tokens still equal Hugging Face greedy.
+plan, and, end to end, that after vLLM's warm-up on tpu (Strict and Fused mode) serving batches of other
+sizes and prompt lengths compiles no new program while the greedy tokens still equal Hugging Face greedy.
 """
 import json
 import os

@@ -194,8 +194,8 @@ def _cache_rows(cache):
     Writes and reads index these rows directly: an index_put_ into the 4-D view with a slice in the
     middle (`cache[blocks, :, offsets] = entries`) and gathers of its key/value halves made XLA copy and
     transpose the whole layer (and the backing allocation vLLM shares between layers) in every step
-    (measured on XLA:CPU, 64-token decode over 800 blocks a layer, 2 layers: 10.6 ms a step in Fused mode, 5.5 ms
-    with rows)."""
+    (XLA:CPU, cache writes and attention of 2 layers, 64-token decode, 800 blocks a layer: 10.6 ms in
+    Fused mode, 5.5 ms with rows)."""
     _, _, block_size, width = cache.shape
     strides = cache.stride()
     dense = sorted(zip(strides[:3], cache.shape[:3]))
