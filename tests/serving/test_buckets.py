@@ -18,6 +18,10 @@ import tiny_models  # noqa: E402
 from torch_tpu.vllm import buckets  # noqa: E402
 
 
+# (max_tokens, max_reqs, block_size, max_model_len, table_width) the warm-up plans are checked over
+PLAN_CONFIGS = [(32, 8, 16, 128, 8), (64, 16, 16, 128, 8), (100, 4, 16, 100, 7), (24, 8, 4, 40, 10)]
+
+
 def test_bucket_padding():
     assert [buckets.bucket(n) for n in (0, 1, 2, 3, 5, 8, 9)] == [1, 1, 2, 4, 8, 8, 16]
     assert [buckets.padded(n, 64, 8) for n in (1, 7, 8, 9, 33, 64)] == [8, 8, 8, 16, 64, 64]
@@ -34,8 +38,7 @@ def test_bucket_padding():
     assert buckets.widths(128, 16, 8) == [1, 2, 4, 8]
 
 
-@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width",
-                         [(32, 8, 16, 128, 8), (64, 16, 16, 128, 8), (100, 4, 16, 100, 7), (24, 8, 4, 40, 10)])
+@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width", PLAN_CONFIGS)
 def test_warm_up_plan_reaches_every_serving_shape(max_tokens, max_reqs, block_size, max_model_len, table_width):
     """Every (token bucket, width) and (token bucket, request bucket) pair of any step the scheduler can
     form (n tokens over r requests, longest sequence L: r <= n <= r * L, L < max_model_len) is reached
@@ -59,8 +62,7 @@ def test_warm_up_plan_reaches_every_serving_shape(max_tokens, max_reqs, block_si
     assert len(plan) == len(set(plan))
 
 
-@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width",
-                         [(32, 8, 16, 128, 8), (64, 16, 16, 128, 8), (100, 4, 16, 100, 7), (24, 8, 4, 40, 10)])
+@pytest.mark.parametrize("max_tokens,max_reqs,block_size,max_model_len,table_width", PLAN_CONFIGS)
 def test_whole_step_plan_reaches_every_serving_triple(max_tokens, max_reqs, block_size, max_model_len,
                                                       table_width):
     """Fused mode keys a step's graph by (token bucket, request bucket, width) at once: the whole-step
