@@ -8,6 +8,8 @@ Each engine runs in a child process of its own (vLLM keeps process-wide state):
 
 - vllm-tpu: vllm.LLM on device tpu in --mode (default strict); LLM() includes the runner's warm-up over
   the fixed-shape buckets, then compile_cache_stats() is reset, so "programs" counts what serving added.
+- vllm-tpu-async (not in the default set): the same with vLLM's async scheduling (the engine schedules step
+  N+1 while step N runs; off by default on the CPU plugins), to measure what it brings.
 - vllm-cpu: the same plugin with TORCH_TPU_VLLM_DEVICE=cpu (vLLM's CPU model runner, eager PyTorch).
 - hf-tpu: transformers generate on tpu, batch 1, the requests one after the other (one untimed generate
   first, as its warm-up); "programs" counts what the timed requests added (its decode shapes grow with
@@ -34,7 +36,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "serving"))
 
-ENGINES = ("vllm-tpu", "vllm-cpu", "hf-tpu")
+ENGINES = ("vllm-tpu", "vllm-tpu-async", "vllm-cpu", "hf-tpu")
+DEFAULT_ENGINES = ("vllm-tpu", "vllm-cpu", "hf-tpu")
 BASELINE = "vllm-cpu"
 
 
@@ -99,7 +102,8 @@ def _vllm_child(args, prompts):
             tokens[o.request_id].extend(new)
             stamps[o.request_id].extend([now] * len(new))
     result = {"t0": t0, "stamps": [stamps[str(i)] for i in range(len(prompts))],
-              "tokens": [tokens[str(i)] for i in range(len(prompts))], "startup_s": startup}
+              "tokens": [tokens[str(i)] for i in range(len(prompts))], "startup_s": startup,
+              "async": engine.vllm_config.scheduler_config.async_scheduling}
     if on_tpu:
         stats = tpu_device.compile_cache_stats()
         result.update(programs=stats["memory"]["misses"], compiles=stats["compiles"])
@@ -172,6 +176,8 @@ def run_engine(engine, args, folder, prompts_file, workdir):
     out = os.path.join(workdir, f"{engine}.json")
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0", TORCH_TPU_EAGER_MODE=args.mode,
                TORCH_TPU_VLLM_DEVICE="cpu" if engine == "vllm-cpu" else "tpu")
+    if engine == "vllm-tpu-async":
+        env["TORCH_TPU_VLLM_ASYNC_SCHEDULING"] = "1"
     cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, "--model", folder,
            "--prompts-file", prompts_file, "--out", out, "--max-tokens", str(args.max_tokens),
            "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
@@ -191,7 +197,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {ENGINES}")
+    p.add_argument("--engines", default=",".join(DEFAULT_ENGINES), help=f"comma-separated subset of {ENGINES}")
     p.add_argument("--mode", default="strict", help="TORCH_TPU_EAGER_MODE of the tpu engines")
     p.add_argument("--max-num-seqs", type=int, default=64)
     p.add_argument("--max-num-batched-tokens", type=int, default=512)
@@ -237,7 +243,7 @@ def main():
             results[engine] = run_engine(engine, args, folder, prompts_file, workdir)
             print(f"  {engine}: done in {results[engine]['process_s']:.0f} s", flush=True)
 
-    summary = {e: {**summarize(r), **{k: r.get(k) for k in ("programs", "compiles", "startup_s")}}
+    summary = {e: {**summarize(r), **{k: r.get(k) for k in ("programs", "compiles", "startup_s", "async")}}
                for e, r in results.items()}
     ref_tokens = results[BASELINE]["tokens"] if BASELINE in results else None
     for e, r in results.items():
@@ -251,7 +257,7 @@ def main():
         x = base[key] / summary[e][key] if invert else summary[e][key] / base[key]
         return f"{x:.2f}x"
 
-    head = (f"{'engine':<10} {'out tok/s':>10} {'vs cpu':>7} {'TTFT s':>8} {'vs cpu':>7} {'ITL ms':>8} "
+    head = (f"{'engine':<13} {'out tok/s':>10} {'vs cpu':>7} {'TTFT s':>8} {'vs cpu':>7} {'ITL ms':>8} "
             f"{'vs cpu':>7} {'startup s':>9} {'programs':>8} {'compiled':>8} {'= cpu':>6}")
     print(head)
     print("-" * len(head))
@@ -259,7 +265,7 @@ def main():
         programs = "-" if s["programs"] is None else str(s["programs"])
         compiled = "-" if s["compiles"] is None else str(s["compiles"])
         equal = "-" if s["tokens_equal_baseline"] is None else f"{s['tokens_equal_baseline']}/{len(prompts)}"
-        print(f"{e:<10} {s['tok_s']:>10.1f} {ratio(e, 'tok_s'):>7} {s['ttft_s']:>8.3f} {ratio(e, 'ttft_s'):>7} "
+        print(f"{e:<13} {s['tok_s']:>10.1f} {ratio(e, 'tok_s'):>7} {s['ttft_s']:>8.3f} {ratio(e, 'ttft_s'):>7} "
               f"{s['itl_ms']:>8.2f} {ratio(e, 'itl_ms'):>7} {s['startup_s']:>9.1f} {programs:>8} {compiled:>8} {equal:>6}")
     print("vs cpu: ratio to vllm-cpu in this run (tok/s: higher is better; TTFT, ITL: lower is better). "
           "programs: programs the timed part added (tpu engines; compiled: of them, compiled by XLA rather than "

@@ -41,6 +41,7 @@ KNOWN: Dict[str, str] = {
     "TORCH_TPU_VLLM_DEVICE": "cpu: the vLLM plugin runs on CPU PyTorch (serving baseline)",
     "TORCH_TPU_VLLM_BUCKETS": "0: vLLM steps are not padded to fixed shapes",
     "TORCH_TPU_VLLM_WARM_UP": "0: no vLLM warm-up over the shape buckets",
+    "TORCH_TPU_VLLM_ASYNC_SCHEDULING": "1/0: vLLM's async scheduling kept/off on tpu (default: off on CPU plugins)",
     # read by the PJRT plugins, not by torch_tpu
     "XLA_FLAGS": "XLA compiler flags (every XLA plugin)",
     "LIBTPU_INIT_ARGS": "libtpu flags",

@@ -1,7 +1,9 @@
 """Child of test_buckets.py: vllm.LLM greedy on tpu after its warm-up, over batches of different sizes and
 prompt lengths; prints the tokens and the programs the serving part added, as one JSON line.
 
-argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch).
+argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch),
+"async" or "sync" (vLLM's async_scheduling on, through TORCH_TPU_VLLM_ASYNC_SCHEDULING=1 which keeps it on
+the CPU plugin, or off).
 """
 import json
 import os
@@ -9,15 +11,17 @@ import sys
 
 
 def main():
-    folder, batches_file = sys.argv[1], sys.argv[2]
+    folder, batches_file, scheduling = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(batches_file) as f:
         batches = json.load(f)
+    if scheduling == "async":
+        os.environ["TORCH_TPU_VLLM_ASYNC_SCHEDULING"] = "1"
     import torch_tpu.device as tpu_device
     from vllm import LLM, SamplingParams
 
     # Chunked prefill at 32 tokens: long prompts take several partial steps.
     llm = LLM(model=folder, dtype="float32", max_model_len=128, max_num_seqs=8, max_num_batched_tokens=32,
-              kv_cache_memory_bytes=8 << 20, enforce_eager=True, seed=0)
+              kv_cache_memory_bytes=8 << 20, enforce_eager=True, seed=0, async_scheduling=scheduling == "async")
     tpu_device.reset_compile_cache_stats()  # LLM() has warmed up: everything from here is serving
     tokens = []
     for batch in batches:
@@ -26,7 +30,8 @@ def main():
         tokens.append([list(o.outputs[0].token_ids) for o in outs])
     stats = tpu_device.compile_cache_stats()
     print("RESULT " + json.dumps({"tokens": tokens, "new_programs": stats["memory"]["misses"],
-                                  "compiles": stats["compiles"]}), flush=True)
+                                  "compiles": stats["compiles"],
+                                  "async": llm.llm_engine.vllm_config.scheduler_config.async_scheduling}), flush=True)
 
 
 if __name__ == "__main__":

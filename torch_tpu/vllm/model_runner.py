@@ -14,7 +14,12 @@ slices. On the plain text-decoder path this runner instead:
 - hands attention the request-indexed tensors (query starts, sequence lengths, block table) at their full
   fixed size max_num_seqs; rows past the batch have sequence length 0;
 - runs logits and the greedy sampler on the padded request rows and drops the padded rows' tokens on the
-  host.
+  host;
+- under async scheduling (vLLM's default: the host schedules and prepares step N+1 while the device runs
+  step N), takes each carried-over request's last input token from the previous step's sampled tokens on
+  the device: every step gathers its input ids from [previous step's sampled rows (max_num_seqs, a fixed
+  buffer) ; the host's ids (token bucket)] through an index the host uploads, so the gather has the same
+  shape and place in every step of a bucket, whether or not a request carries over.
 warm_up() runs dummy steps over the buckets (buckets.warm_up_plan) through this same path, so that
 serving compiles nothing new. Other paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
 inputs, pipeline / data / context parallel, pooling, TORCH_TPU_VLLM_BUCKETS=0) run GPUModelRunner's
@@ -32,7 +37,7 @@ from vllm.logger import init_logger
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
 from vllm.v1.worker.block_table import SlotMappingMode
-from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput, GPUModelRunner
 
 from . import buckets
 
@@ -86,6 +91,11 @@ class TpuModelRunner(GPUModelRunner):
         self._positions_host = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
         self._logits_indices = self._make_buffer(self.max_num_reqs, dtype=torch.int64)
         self._is_padding_host = self._make_buffer(self.max_num_tokens, dtype=torch.bool)
+        if self.use_async_scheduling:
+            # The last step's sampled token per request row, and where each input id comes from: row i of
+            # it (i < max_num_reqs) or the host's id at position i - max_num_reqs.
+            self._prev_sampled = torch.zeros(self.max_num_reqs, dtype=self.input_ids.gpu.dtype, device=device)
+            self._input_source = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
 
     def _sync_device(self) -> None:
         torch.tpu.synchronize(self.device)
@@ -116,7 +126,6 @@ class TpuModelRunner(GPUModelRunner):
                 "context parallel": self.dcp_world_size > 1,
                 "pipeline parallel": get_pp_group().world_size > 1,
                 "data parallel": pc.data_parallel_size > 1 or pc.use_ubatching,
-                "async scheduling": self.use_async_scheduling,
                 "kv_sharing_fast_prefill": self.cache_config.kv_sharing_fast_prefill,
                 "hybrid (recurrent) layers": self.model_config.is_hybrid,
             }
@@ -161,6 +170,9 @@ class TpuModelRunner(GPUModelRunner):
                            out=self.input_ids.cpu[:n])
         self.input_ids.np[n:big_n] = 0
         self.input_ids.copy_to_gpu(big_n)
+        self._compute_prev_positions(r)
+        if self.use_async_scheduling:
+            self._upload_input_source(r, big_n, cu_num_tokens)
 
         pos = self._positions_host.np
         pos[:n] = positions
@@ -178,7 +190,6 @@ class TpuModelRunner(GPUModelRunner):
         self.optimistic_seq_lens_cpu[r:].fill_(0)
         self.seq_lens.copy_(self.optimistic_seq_lens_cpu, non_blocking=True)
 
-        self._compute_prev_positions(r)
         num_tokens = np.array([self.requests[q].num_tokens for q in batch.req_ids], dtype=np.int32)
         # Partial prefills sample nothing: their tokens are cleared on the host (_bookkeeping_sync).
         self.discard_request_mask.np[:r] = self.optimistic_seq_lens_cpu[:r].numpy() < num_tokens
@@ -200,6 +211,17 @@ class TpuModelRunner(GPUModelRunner):
         logits_indices = self._logits_indices.copy_to_gpu(big_r)
         self._step = step
         return logits_indices, None, 1
+
+    def _upload_input_source(self, r: int, big_n: int, cu_num_tokens: np.ndarray) -> None:
+        """Under async scheduling a request of the previous step has -1 (a placeholder) on the host for its
+        last input token, the token that step sampled: _preprocess takes it from that step's row on the
+        device (self.prev_positions, vLLM's row mapping; -1 for a request new to the batch)."""
+        source = self._input_source.np
+        source[:big_n] = np.arange(self.max_num_reqs, self.max_num_reqs + big_n)
+        prev = self.prev_positions.np[:r]
+        carried = prev >= 0
+        source[cu_num_tokens[carried] - 1] = prev[carried]
+        self._input_source.copy_to_gpu(big_n)
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
         if self._step is None:
@@ -236,20 +258,43 @@ class TpuModelRunner(GPUModelRunner):
             return super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors)
         # Text-only first-rank path of GPUModelRunner._preprocess, without its device zeroing of the padded
         # positions (a program per padding size): the host wrote them as 0.
-        return (self.input_ids.gpu[:num_input_tokens], None, self.positions[:num_input_tokens], None,
-                self._init_model_kwargs(), None)
+        input_ids = self.input_ids.gpu[:num_input_tokens]
+        if self.use_async_scheduling:
+            # One gather at the token bucket's shape, also when no request carries over (Fused mode keys a
+            # step's graph by what it contains).
+            input_ids = torch.cat((self._prev_sampled, input_ids))[self._input_source.gpu[:num_input_tokens]]
+        return (input_ids, None, self.positions[:num_input_tokens], None, self._init_model_kwargs(), None)
 
     def _sample(self, logits, spec_decode_metadata):
+        """Samples the padded request rows when the sampler treats rows independently (their tokens are
+        dropped in _bookkeeping_sync and sample_tokens), else the real rows only (per-request sampling
+        tensors are sized to the batch: the sampler then compiles per batch size, not yet bucketed)."""
         step = self._step
-        if step is None or logits is None or logits.shape[0] == step.reqs:
+        if step is None or logits is None:
             return super()._sample(logits, spec_decode_metadata)
-        if not _rows_independent(self.input_batch.sampling_metadata):
-            # Per-request sampling tensors are sized to the real batch: sample its rows only (compiles
-            # the sampler per batch size, not yet bucketed).
-            return super()._sample(logits[: step.reqs], spec_decode_metadata)
+        if logits.shape[0] != step.reqs and not _rows_independent(self.input_batch.sampling_metadata):
+            logits = logits[: step.reqs]
         out = super()._sample(logits, spec_decode_metadata)
-        self._sampled_padded = out.sampled_token_ids
-        return replace(out, sampled_token_ids=out.sampled_token_ids[: step.reqs])
+        if self.use_async_scheduling:
+            sampled = out.sampled_token_ids
+            self._prev_sampled[: sampled.shape[0]].copy_(sampled.view(-1))
+        return out
+
+    def _bookkeeping_sync(self, scheduler_output, sampler_output, *args, **kwargs):
+        step, sampled = self._step, sampler_output.sampled_token_ids
+        if step is not None and sampled.shape[0] > step.reqs:
+            # The whole padded output comes back (_to_list; no slicing program on the device).
+            self._sampled_padded = sampled
+            sampler_output = replace(sampler_output, sampled_token_ids=sampled[: step.reqs])
+        return super()._bookkeeping_sync(scheduler_output, sampler_output, *args, **kwargs)
+
+    def sample_tokens(self, grammar_output):
+        out = super().sample_tokens(grammar_output)
+        step = self._step
+        if step is not None and isinstance(out, AsyncGPUModelRunnerOutput):
+            # Its download is the padded rows, at their bucket's shape; the output lists the real ones.
+            out.sampled_token_ids_cpu = out.sampled_token_ids_cpu[: step.reqs]
+        return out
 
     # --- warm-up ------------------------------------------------------------------------------------
 

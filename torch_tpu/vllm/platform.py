@@ -13,6 +13,27 @@ if _DEVICE not in ("tpu", "cpu"):
 
 MODEL_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
+ASYNC_ENV = "TORCH_TPU_VLLM_ASYNC_SCHEDULING"
+
+
+def _async_scheduling_pays() -> bool:
+    """Whether vLLM's async scheduling (the engine schedules and prepares step N+1 while the device runs step
+    N; the runner takes the tokens step N sampled from the device) stays on where vLLM chose it.
+    Off on device cpu (as vLLM's CPU platform). On tpu TORCH_TPU_VLLM_ASYNC_SCHEDULING=1/0 decides; unset,
+    it is off when the PJRT plugin tried first runs programs on the host's own cores (the CPU plugins): there
+    is no device time to overlap, and the extra work of a step made serving slower (docs/serving.md)."""
+    if _DEVICE == "cpu":
+        return False
+    explicit = os.environ.get(ASYNC_ENV)
+    if explicit in ("0", "1"):
+        return explicit == "1"
+    if explicit:
+        raise ValueError(f"{ASYNC_ENV} must be '0' or '1', not {explicit!r}")
+    from torch_tpu import _plugins
+    found = _plugins.candidates()
+    # Without starting a PJRT client in the engine process: an explicit plugin path is judged by its name.
+    return bool(found) and found[0][0] != "cpu" and "cpu" not in os.path.basename(found[0][1]).lower()
+
 
 class TpuPlatform(Platform):
     _enum = PlatformEnum.OOT
@@ -144,7 +165,11 @@ class TpuPlatform(Platform):
         compilation_config.mode = CompilationMode.NONE
         compilation_config.cudagraph_mode = CUDAGraphMode.NONE
         compilation_config.cudagraph_capture_sizes = []
-        vllm_config.scheduler_config.async_scheduling = False
+        scheduler_config = vllm_config.scheduler_config
+        if scheduler_config.async_scheduling and not _async_scheduling_pays():
+            logger.info_once("tpu: async scheduling off (the device's programs run on the host's cores); "
+                             f"{ASYNC_ENV}=1 keeps it")
+            scheduler_config.async_scheduling = False
 
         # Workers are started with spawn: a forked child would inherit the parent's PJRT client.
         os.environ["VLLM_WORKER_MULTIPROC_METHOD"] = "spawn"
