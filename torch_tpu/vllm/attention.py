@@ -175,8 +175,10 @@ class TpuAttentionImpl(AttentionImpl):
         key_position = torch.arange(positions, device=q.device)
         visible = key_position[None, :] <= m.token_position[:, None]
         if self.sliding_window is not None:
-            visible &= key_position[None, :] > m.token_position[:, None] - self.sliding_window
-        scores = scores.masked_fill(~visible[None, :, None, :], float("-inf"))
+            visible = visible & (key_position[None, :] > m.token_position[:, None] - self.sliding_window)
+        # Out of place: masked_fill's clone and in-place fill (a donated small buffer) cost XLA:CPU about
+        # twice this select (docs/serving.md).
+        scores = torch.where(visible[None, :, None, :], scores, float("-inf"))
         probs = torch.softmax(scores, dim=-1)
         out = torch.matmul(probs, values.float()).to(output.dtype)  # [kvh, t, g, head]
         output[:num_tokens].copy_(out.transpose(0, 1).reshape(output[:num_tokens].shape))
