@@ -201,3 +201,36 @@ def test_expand_kernel(dtype):
         out = torch.full((8,), -1, dtype=dtype, device="tpu")
         kernels.expand_kernel(out, values.to("tpu"), cu.to("tpu"), 0, 9, max_tokens)
         assert out.cpu().tolist() == torch.tensor(expected, dtype=dtype).tolist()
+
+
+@pytest.mark.parametrize("env,plugin,expected", [
+    (None, ("cpu", "/x/xla_cpu_pjrt.so"), False),  # the CPU plugins: no device time to overlap
+    (None, ("libtpu", "/x/libtpu.so"), True),
+    (None, ("TORCH_TPU_PJRT_PLUGIN", "/x/pjrt_c_api_cpu_plugin.so"), False),  # an explicit path, by its name
+    (None, ("TORCH_TPU_PJRT_PLUGIN", "/x/xla_cuda_plugin.so"), True),
+    ("1", ("cpu", "/x/xla_cpu_pjrt.so"), True),
+    ("0", ("libtpu", "/x/libtpu.so"), False),
+])
+def test_async_scheduling_default(monkeypatch, env, plugin, expected):
+    """Where the platform keeps vLLM's async scheduling (device tpu): the variable decides, else the plugin."""
+    from torch_tpu import _plugins
+    from torch_tpu.vllm import platform
+    monkeypatch.setattr(platform, "_DEVICE", "tpu")
+    monkeypatch.setattr(_plugins, "candidates", lambda: [plugin])
+    if env is None:
+        monkeypatch.delenv(platform.ASYNC_ENV, raising=False)
+    else:
+        monkeypatch.setenv(platform.ASYNC_ENV, env)
+    assert platform._async_scheduling_pays() is expected
+
+
+def test_async_scheduling_variable_checked(monkeypatch):
+    from torch_tpu.vllm import platform
+    monkeypatch.setattr(platform, "_DEVICE", "tpu")
+    monkeypatch.setenv(platform.ASYNC_ENV, "yes")
+    with pytest.raises(ValueError, match="TORCH_TPU_VLLM_ASYNC_SCHEDULING must be '0' or '1'"):
+        platform._async_scheduling_pays()
+    monkeypatch.setattr(platform, "_DEVICE", "cpu")  # device cpu: always off, as vLLM's CPU platform
+    monkeypatch.setenv(platform.ASYNC_ENV, "1")
+    assert platform._async_scheduling_pays() is False
+

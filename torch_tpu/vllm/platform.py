@@ -167,8 +167,9 @@ class TpuPlatform(Platform):
         compilation_config.cudagraph_capture_sizes = []
         scheduler_config = vllm_config.scheduler_config
         if scheduler_config.async_scheduling and not _async_scheduling_pays():
-            logger.info_once("tpu: async scheduling off (the device's programs run on the host's cores); "
-                             f"{ASYNC_ENV}=1 keeps it")
+            if _DEVICE == "tpu" and ASYNC_ENV not in os.environ:
+                logger.info_once("tpu: async scheduling off (a CPU PJRT plugin runs the device's programs on the "
+                                 f"host's cores); {ASYNC_ENV}=1 keeps it")
             scheduler_config.async_scheduling = False
 
         # Workers are started with spawn: a forked child would inherit the parent's PJRT client.
