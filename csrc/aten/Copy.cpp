@@ -169,7 +169,7 @@ at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
                  AT_EXPAND(AT_ALL_TYPES_AND_COMPLEX), at::kBool, at::kHalf, at::kBFloat16,
                  AT_EXPAND(AT_FLOAT8_TYPES));
   if (self.numel() == 0) return self;
-  TPU_OP("aten::fill_").out(self).scalar(value, self.scalar_type()).run([&](hlo::Builder& b, Values, Values s) {
+  TPU_OP("aten::fill_").outFilled(self).scalar(value, self.scalar_type()).run([&](hlo::Builder& b, Values, Values s) {
     return ValueList{b.broadcast(s[0], self.sizes().vec())};
   });
   return self;
@@ -180,7 +180,7 @@ at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
               " dimensions.");
   if (value.device().is_cpu()) return fill(self, value.item());
   if (self.numel() == 0) return self;
-  TPU_OP("aten::fill_.Tensor").in(value).out(self).run([&](hlo::Builder& b, Values in, Values) {
+  TPU_OP("aten::fill_.Tensor").in(value).outFilled(self).run([&](hlo::Builder& b, Values in, Values) {
     return ValueList{b.broadcast(b.convert(in[0], toHlo(self.scalar_type())), self.sizes().vec())};
   });
   return self;

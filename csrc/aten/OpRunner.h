@@ -47,6 +47,12 @@ class Op {
     return *this;
   }
   Op& out(const at::Tensor& t);
+  // An output whose elements may alias each other (an expanded view): only for ops that write one value to
+  // every element (fill_, zero_), where every alias receives the same value, as CPU allows.
+  Op& outFilled(const at::Tensor& t) {
+    call_.outputs.push_back(tensorArg(t));
+    return *this;
+  }
   // A Python/C++ scalar passed as a device operand of dtype `as`.
   Op& scalar(const c10::Scalar& s, c10::ScalarType as) {
     call_.operands.push_back(scalarOperand(s, as));
