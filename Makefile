@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full build deps bench clean
+.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -80,6 +80,16 @@ OPINFO_MAX_SAMPLES ?= 8
 test-ops-full: build
 	$(PY) tests/opinfo/harness.py --max-samples $(OPINFO_MAX_SAMPLES) --json build/opinfo.json \
 	  --docs docs/op_coverage.md
+
+# The differential fuzzer (tools/fuzz.py, docs/reliability.md): N seeded random programs (seeds
+# FUZZ_START..FUZZ_START+N-1) on CPU and on tpu in strict, fused, debug and compiled; failures are shrunk to
+# standalone reproducers in build/fuzz. `make test` runs the fixed seed set of tests/test_fuzz.py.
+N ?= 5000
+FUZZ_START ?= 0
+JOBS ?= 2
+fuzz: build
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) tools/fuzz.py -n $(N) --start $(FUZZ_START) --jobs $(JOBS) --json build/fuzz/results.json
 
 # PyTorch's ModuleInfo database (tests/test_module_db.py) over every sample input, float32 and bfloat16, in
 # every eager mode; `make test` runs float32 with one sample per module.

@@ -37,7 +37,7 @@ def run_seed(seed, modes, out_dir, shrink_budget):
     cpu = check.run_cpu(program)
     res = check.check(program, modes, cpu=cpu)
     rec = {"seed": seed, "ops": len(program["ops"]), "secs": 0.0, "modes": [m for m in modes if res[m] is not None],
-           "fails": []}
+           "fails": [], "explained": [list(e) for e in res.get("explained", [])]}
     seen = set()
     for mode in modes:
         for f in res[mode] or []:
@@ -79,8 +79,11 @@ class Worker:
     def __init__(self, args):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--modes", args.modes, "--out", args.out,
                "--shrink-budget", str(args.shrink_budget)]
-        self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
-                                  cwd=ROOT)
+        # The workers' stderr (the ops' own warnings, a crash's last words) goes to a log beside the reproducers.
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "workers.log"), "a") as log:
+            self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                      bufsize=1, cwd=ROOT)
         self.seed, self.since, self.ready = None, time.time(), False
 
     def give(self, seed):
@@ -116,7 +119,8 @@ def run_parallel(seeds, args, progress):
             line = w.p.stdout.readline()
             if not line:  # the worker died
                 if w.seed is not None:
-                    results.append(_lost(w.seed, "crash", f"worker exited with {w.p.wait()}", args))
+                    results.append(_lost(w.seed, "crash", f"worker exited with {w.p.wait()} (stderr in "
+                                         f"{os.path.join(args.out, 'workers.log')})", args))
                     progress(results[-1])
                 workers.remove(w)
                 if pending:
@@ -154,8 +158,10 @@ def summarize(results, elapsed):
     runs = sum(len(r["modes"]) for r in results)
     ops = sum(r["ops"] for r in results)
     failing = [r for r in results if r["fails"]]
+    explained = [r for r in results if r.get("explained")]
     lines = [f"{len(results)} programs ({ops} ops), {runs} program runs on tpu in {elapsed:.0f} s: "
-             f"{len(failing)} failing"]
+             f"{len(failing)} failing, {len(explained)} where compile differs from CPU eager as PyTorch's own "
+             f"compile on CPU does"]
     by = collections.Counter((f["mode"], f["kind"], f["op"]) for r in failing for f in r["fails"])
     for (mode, kind, op), n in sorted(by.items()):
         seeds = [r["seed"] for r in failing if any((f["mode"], f["kind"], f["op"]) == (mode, kind, op)
@@ -177,6 +183,8 @@ def show(seed, modes):
     res = check.check(p, modes)
     for mode in modes:
         print(f"{mode}: {'skipped (CPU raises)' if res[mode] is None else res[mode] or 'ok'}")
+    for mode, kind, op in res.get("explained", []):
+        print(f"{mode}: {kind} in {op} as in PyTorch's compile on CPU (aot_eager)")
 
 
 def main(argv=None):

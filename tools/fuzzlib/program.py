@@ -48,7 +48,8 @@ def make_input(spec: dict) -> torch.Tensor:
         t = torch.argsort(torch.rand(full, generator=g), dim=spec["dim"]).narrow(spec["dim"], 0, shape[spec["dim"]])
     else:
         raise ValueError(f"unknown input init {init!r}")
-    return t.to(dtype_of(dt))
+    # contiguous: the same layout `.to("tpu")` (or "cuda") gives the device copy
+    return t.to(dtype_of(dt)).contiguous()
 
 
 def render_dtype(name: str, ref: bool) -> str:
