@@ -121,7 +121,7 @@ TpuBackend::PendingCheck TpuBackend::beginCheck(CollectiveOp op, const std::vect
   // Issued before the inputs are staged, so the exchange overlaps the download.
   auto mine = Fingerprint::make(op, seq_, tensors, shapes, extra, extraName);
   pending.local = at::from_blob(mine.words.data(), {Fingerprint::kWords}, at::kLong).clone();
-  pending.all = at::empty({getSize() * Fingerprint::kWords}, at::kLong);
+  pending.all = at::full({getSize() * Fingerprint::kWords}, -1, at::kLong);  // never uninitialised words
   pending.work = host_->_allgather_base(pending.all, pending.local, c10d::AllgatherOptions());
   return pending;
 }
@@ -137,6 +137,38 @@ void TpuBackend::endCheck(PendingCheck& pending) {
   auto msg = mismatchMessage(rows, config_.groupName);
   TORCH_CHECK(msg.empty(), msg);
 }
+
+void TpuBackend::checkSplits(CollectiveOp op, const std::vector<int64_t>& sends,
+                             const std::vector<int64_t>& receives) {
+  const int n = getSize();
+  if (!config_.checkCollectives || n == 1) return;
+  auto local = at::empty({2 * n}, at::kLong);
+  std::copy(sends.begin(), sends.end(), local.data_ptr<int64_t>());
+  std::copy(receives.begin(), receives.end(), local.data_ptr<int64_t>() + n);
+  auto all = at::full({n * 2 * n}, -1, at::kLong);
+  await(host_->_allgather_base(all, local, c10d::AllgatherOptions()), op);
+  const int64_t* row = all.data_ptr<int64_t>();  // rank r: sends[n], then receives[n]
+  for (int from = 0; from < n; ++from)
+    for (int to = 0; to < n; ++to) {
+      int64_t sent = row[from * 2 * n + to], expected = row[to * 2 * n + n + from];
+      TORCH_CHECK(sent == expected, "tpu_dist: ", collectiveName(op), " #", seq_, " of process group '",
+                  config_.groupName, "': rank ", from, " sends ", sent, " elements to rank ", to,
+                  ", which expects ", expected, " from it; input and output split sizes must match across ranks");
+    }
+}
+
+namespace {
+// Elements per destination (or source) rank of all_to_all_single: `splits` are rows of dim 0,
+// none means equal parts.
+std::vector<int64_t> splitElements(const at::Tensor& t, const std::vector<int64_t>& splits, int ranks) {
+  int64_t rowElems = 1;
+  for (int64_t d = 1; d < t.dim(); ++d) rowElems *= t.size(d);
+  int64_t rows = t.dim() ? t.size(0) : 1;
+  std::vector<int64_t> out(ranks, rows / ranks * rowElems);
+  for (size_t r = 0; r < splits.size() && r < out.size(); ++r) out[r] = splits[r] * rowElems;
+  return out;
+}
+}  // namespace
 
 at::Tensor TpuBackend::scaledForPremulSum(const at::Tensor& host, const c10d::ReduceOp& op) const {
   // Gloo has no PREMUL_SUM: scale the staged copy, then sum.
@@ -396,6 +428,8 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall_base(at::Tensor& output, at:
   auto hostIn = staging_.toHost(input);
   auto hostOut = staging_.hostLike(output);
   endCheck(fingerprint);
+  checkSplits(CollectiveOp::AllToAllSingle, splitElements(input, inputSplits, getSize()),
+              splitElements(output, outputSplits, getSize()));
   await(host_->alltoall_base(hostOut, hostIn, outputSplits, inputSplits, opts), CollectiveOp::AllToAllSingle);
   staging_.writeBack(output, hostOut);
   return completedWork({output});
@@ -418,6 +452,7 @@ c10::intrusive_ptr<c10d::Work> TpuBackend::alltoall(std::vector<at::Tensor>& out
   for (auto n : outSplits) outNumel += n;
   auto flatOut = at::empty({outNumel}, flatIn.options());
   endCheck(fingerprint);
+  checkSplits(CollectiveOp::AllToAll, inSplits, outSplits);
   await(host_->alltoall_base(flatOut, flatIn, outSplits, inSplits, opts), CollectiveOp::AllToAll);
   staging_.unflattenInto(outputs, flatOut);
   return completedWork(outputs);

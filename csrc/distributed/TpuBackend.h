@@ -106,6 +106,9 @@ class TpuBackend : public c10d::Backend {
   PendingCheck beginCheck(CollectiveOp op, const std::vector<at::Tensor>& tensors, bool shapes = true,
                           int64_t extra = -1, const char* extraName = nullptr);
   void endCheck(PendingCheck& pending);
+  // all_to_all: what each rank sends each other rank (elements) must be what that rank expects from
+  // it. Checked on the host before the exchange: gloo aborts the process on a size mismatch.
+  void checkSplits(CollectiveOp op, const std::vector<int64_t>& sends, const std::vector<int64_t>& receives);
   // Waits for a host transport work item; a failure (timeout, peer gone) names the collective.
   void await(const c10::intrusive_ptr<c10d::Work>& work, CollectiveOp op);
   void ensureUsable(const char* what) const;

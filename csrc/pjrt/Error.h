@@ -2,6 +2,7 @@
 // Turns PJRT_Error objects into C++ exceptions carrying the plugin's message.
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "pjrt_c_api.h"
 
@@ -11,6 +12,12 @@ class PjrtError : public std::runtime_error {
  public:
   PjrtError(const std::string& msg, int code) : std::runtime_error(msg), code_(code) {}
   int code() const { return code_; }  // PJRT_Error_Code value
+  // Plugins differ: RESOURCE_EXHAUSTED, or an INTERNAL error whose text says so.
+  bool outOfMemory() const {
+    std::string_view w = what();
+    return code_ == PJRT_Error_Code_RESOURCE_EXHAUSTED || w.find("out of memory") != w.npos ||
+           w.find("Out of memory") != w.npos || w.find("llocat") != w.npos;
+  }
  private:
   int code_;
 };

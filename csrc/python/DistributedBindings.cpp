@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "csrc/distributed/Fingerprint.h"
 #include "csrc/distributed/TpuBackend.h"
 
 namespace py = pybind11;
@@ -32,6 +33,7 @@ void registerDistributedBindings(py::module& m) {
         .def_property_readonly("transport", &TpuBackend::transportName)
         .def_property("check_collectives", &TpuBackend::checksCollectives, &TpuBackend::setCheckCollectives)
         .def_property_readonly("collective_count", &TpuBackend::collectiveCount);
+    d.attr("FINGERPRINT_WORDS") = tpu::distributed::Fingerprint::kWords;  // ranks agree on it at group creation
     return py::object(d);
   });
 }

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "csrc/hlo/Type.h"
 #include "csrc/pjrt/Buffer.h"
@@ -28,8 +29,14 @@ struct DeviceStorage {
   // The address the allocator gave this storage (its data pointer), for
   // resolving raw pointers (at::from_blob on a tpu pointer) back to it.
   uintptr_t address = 0;
+  // Why its value is unknown: the graph that was to compute it failed on the device. Reads raise
+  // (never the zeros of unwritten memory) until something writes all of it.
+  std::shared_ptr<const std::string> lost;
 
   int64_t elemCount() const { return static_cast<int64_t>(nbytes / hlo::byteWidth(elem)); }
 };
+
+// Raises (RuntimeError) when `s` is lost, naming the failure.
+void requireComputed(const DeviceStorage& s);
 
 }  // namespace tpu::runtime

@@ -97,12 +97,10 @@ Value allFinite(hlo::Builder& b, const std::vector<Value>& values) {
 
 // A failed launch or program names the op and what its outputs needed.
 [[noreturn]] void deviceFailure(const OpCall& call, const pjrt::PjrtError& e, size_t bytes) {
-  std::string what = e.what();
-  bool oom = e.code() == PJRT_Error_Code_RESOURCE_EXHAUSTED || what.find("out of memory") != std::string::npos ||
-             what.find("Out of memory") != std::string::npos || what.find("llocat") != std::string::npos;
+  bool oom = e.outOfMemory();
   std::string msg = "torch_tpu: " + currentOpName(call.name) + " failed on the device" +
                     (oom ? " allocating its outputs (" : " (its outputs: ") + std::to_string(bytes) +
-                    " bytes requested)" + calledAt() + ": " + what;
+                    " bytes requested)" + calledAt() + ": " + e.what();
   raiseError(oom ? ErrorKind::OutOfMemory : ErrorKind::Runtime, msg);
 }
 
@@ -269,6 +267,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       written |= a.storage == s;
       read |= a.storage == s && !a.view.coversStorage(s->nbytes);
     }
+    if (read) requireComputed(*s);
     key.push_back(static_cast<int64_t>(s->nbytes));
     key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
     donate[i] = read && written && donatable(*s);
@@ -340,6 +339,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     for (size_t r = 0; r < entry->resultStorages.size(); ++r) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+      s->lost.reset();
       s->elem = entry->resultElems[r];
       trackInFlightLocked(s->buffer, device);
     }

@@ -9,6 +9,7 @@
 #include "BufferReaper.h"
 #include "CompileCache.h"
 #include "DeviceTrace.h"
+#include "ExecutionMode.h"
 #include "Executor.h"
 #include "FusedReplay.h"
 #include "Runtime.h"
@@ -42,7 +43,32 @@ bool replayEnabled() {
   return on;
 }
 constexpr size_t kMaxRecordings = 16;
+
+// A graph that failed on the device: its results that never had a value are lost (reading one
+// raises), and the error names the graph and what its results needed, as Executor's does for one op.
+[[noreturn]] void graphFailure(const pjrt::PjrtError& e, const std::string& graph,
+                               const std::vector<DeviceStorage*>& results) {
+  size_t bytes = 0, largest = 0;
+  auto lost = std::make_shared<const std::string>(graph + " failed on the device: " + e.what());
+  for (DeviceStorage* s : results) {
+    if (!s) continue;
+    bytes += s->nbytes;
+    largest = std::max(largest, s->nbytes);
+    if (!s->buffer) s->lost = lost;
+  }
+  bool oom = e.outOfMemory();
+  raiseError(oom ? ErrorKind::OutOfMemory : ErrorKind::Runtime,
+             "torch_tpu: " + graph + " failed on the device" + (oom ? " allocating its results (" : " (its results: ") +
+                 std::to_string(bytes) + " bytes requested in " + std::to_string(results.size()) +
+                 " results, the largest " + std::to_string(largest) + " bytes)" + calledAt() + ": " + e.what());
+}
 }  // namespace
+
+void requireComputed(const DeviceStorage& s) {
+  if (s.lost)
+    raiseError(ErrorKind::Runtime, "torch_tpu: this tensor has no value: the " + *s.lost +
+                                       "\nRecompute it (or write all of it) before reading it.");
+}
 
 FusedGraph::FusedGraph() : b_(std::make_unique<hlo::Builder>()) {}
 
@@ -76,6 +102,11 @@ void FusedGraph::touchSlot(DeviceStorage* s) {
 }
 
 bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps) {
+  // A lost value never enters a graph (checked before anything is recorded, so raising leaves it whole).
+  for (const TensorArg& a : call.inputs)
+    if (!a.storage->inGraph) requireComputed(*a.storage);
+  for (const TensorArg& a : call.outputs)
+    if (!a.storage->inGraph && !a.view.coversStorage(a.storage->nbytes)) requireComputed(*a.storage);
   uint64_t signature = 0;
   bool replayed = false;
   if (!observeSteps || !replayEnabled()) {
@@ -350,6 +381,11 @@ void FusedGraph::flush(const char* reason) {
   RunningGraph run;
   try {
     results = exe->execute(args, Runtime::get().client().devices().at(device_), &run.done);
+  } catch (const pjrt::PjrtError& e) {
+    std::string graph = (capture_ ? "compiled graph of " : "fused graph of ") + std::to_string(ops_) +
+                        " ops starting at " + firstOp_;
+    reset();
+    graphFailure(e, graph, outputs);
   } catch (...) {
     reset();
     throw;
@@ -426,6 +462,7 @@ void FusedGraph::flush(const char* reason) {
   if (indexFlag_) Executor::get().setFlagLocked(device_, std::shared_ptr<pjrt::Buffer>(std::move(results.back())));
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r]->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+    outputs[r]->lost.reset();
     outputs[r]->elem = rets[r].dtype();
     Executor::get().trackInFlightLocked(outputs[r]->buffer, device_);
   }
@@ -461,8 +498,12 @@ void FusedGraph::launch(const CapturedGraph& g, std::vector<std::shared_ptr<pjrt
     args.push_back(held[p]->raw());
   }
   RunningGraph run;
-  std::vector<std::unique_ptr<pjrt::Buffer>> results =
-      g.exe->execute(args, Runtime::get().client().devices().at(g.device), &run.done);
+  std::vector<std::unique_ptr<pjrt::Buffer>> results;
+  try {
+    results = g.exe->execute(args, Runtime::get().client().devices().at(g.device), &run.done);
+  } catch (const pjrt::PjrtError& e) {
+    graphFailure(e, label, outputs);
+  }
   if (trace::enabled() && !results.empty()) trace::execution(label, static_cast<int>(g.device), results[0]->readyEvent());
   releaseFinished();
   run.inputs = std::move(held);
@@ -472,6 +513,7 @@ void FusedGraph::launch(const CapturedGraph& g, std::vector<std::shared_ptr<pjrt
     DeviceStorage* s = outputs.at(r);
     if (!s) continue;  // died before the flush: never materialised for anyone
     s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
+    s->lost.reset();
     s->elem = g.results[r].elem;
     Executor::get().trackInFlightLocked(s->buffer, g.device);
   }

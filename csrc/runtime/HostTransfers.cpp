@@ -69,6 +69,7 @@ void Executor::download(const DeviceStorage& storage, void* dst) {
     if (storage.inGraph) fusedGraph_.flush("host read");
   }
   checkFlags(/*atOp=*/false);  // an earlier op's out-of-range index raises here, before any value is read
+  requireComputed(storage);
   if (storage.nbytes == 0) return;
   if (!storage.buffer) {
     std::memset(dst, 0, storage.nbytes);
@@ -89,6 +90,7 @@ void Executor::downloadAsync(const DeviceStorage& storage, void* dst, std::share
     if (storage.inGraph) fusedGraph_.flush("host read");
   }
   checkFlags(/*atOp=*/false);
+  requireComputed(storage);
   if (storage.nbytes == 0) return;
   if (!storage.buffer) {
     std::memset(dst, 0, storage.nbytes);
@@ -114,6 +116,7 @@ void Executor::uploadAsync(DeviceStorage& storage, const void* bytes, DType elem
   pjrt::Client::AsyncUpload up =
       Runtime::get().client().bufferFromHostAsync(bytes, toElementType(elem), {n}, storage.device);
   storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
+  storage.lost.reset();
   storage.elem = elem;
   if (up.doneWithHost.valid()) {
     HostTransfer t;
@@ -136,6 +139,7 @@ void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
     if (src.inGraph) fusedGraph_.flush("cross-device copy");
   }
   if (dst.inGraph) forget(&dst);  // replaced whole
+  requireComputed(src);
   std::shared_ptr<pjrt::Buffer> from = src.buffer;
   if (!from) {  // never written: reads as zeros on the other device too
     dst.buffer.reset();
@@ -154,6 +158,7 @@ void Executor::copyToDevice(const DeviceStorage& src, DeviceStorage& dst) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   dst.buffer = std::move(moved);
+  dst.lost.reset();
   dst.elem = src.elem;
   trackInFlightLocked(dst.buffer, dst.device);
 }
@@ -165,6 +170,7 @@ void Executor::upload(DeviceStorage& storage, const void* bytes, DType elem) {
   int64_t t0 = trace::enabled() ? trace::nowNs() : 0;
   storage.buffer = std::shared_ptr<pjrt::Buffer>(
       Runtime::get().client().bufferFromHost(bytes, toElementType(elem), {n}, storage.device));
+  storage.lost.reset();
   if (t0) trace::span(trace::Kind::Transfer, "host to device " + std::to_string(storage.nbytes) + " B", storage.device, t0, trace::nowNs());
   storage.elem = elem;
 }
@@ -185,6 +191,7 @@ void Executor::lendHost(DeviceStorage& storage, const void* bytes, DType elem, s
   pjrt::Client::AsyncUpload up =
       Runtime::get().client().bufferAliasingHost(bytes, toElementType(elem), {n}, storage.device);
   storage.buffer = std::shared_ptr<pjrt::Buffer>(std::move(up.buffer));
+  storage.lost.reset();
   storage.elem = elem;
   storage.lent = storage.buffer;
   // Not a HostTransfer: synchronize() must not wait for a buffer that is still in use.

@@ -18,7 +18,8 @@ too, and the log says so once.
 Environment:
     TORCH_TPU_DIST_CHECK=0   skip the per-collective fingerprint exchange (op, sequence number,
                              dtype, shapes) that turns mismatched collectives into a RuntimeError
-                             on every rank; on by default.
+                             on every rank; on by default. Every rank of a group must set the
+                             same: a group whose ranks disagree raises at creation on every rank.
 """
 import logging
 import os
@@ -28,6 +29,7 @@ import torch.distributed as dist
 
 BACKEND = "tpu_dist"
 HOST_STORE_PREFIX = "tpu_dist/host/"
+AGREEMENT_STORE_PREFIX = "tpu_dist/agree/"
 
 _log = logging.getLogger("torch_tpu.distributed")
 _transport_logged = False
@@ -51,14 +53,46 @@ def _log_transport_once(backend) -> None:
     _log.info("tpu_dist: %s transport (%s)", backend.transport, why)
 
 
+def _check_token(check: bool, ext) -> str:
+    """What every rank of a group must share: whether it exchanges fingerprints, and their layout."""
+    return f"check={int(check)} fingerprint_words={ext.FINGERPRINT_WORDS if check else 0}"
+
+
+def _agree_on_check(opts, check: bool, ext) -> None:
+    """Raises on every rank when the ranks of a group disagree on the collective check. A rank that
+    skips the fingerprint exchange (TORCH_TPU_DIST_CHECK=0 on it alone), or sends another layout,
+    pairs its first collective with the others' exchange; gloo aborts the process on the size
+    mismatch. Agreed once per group, through the group's store."""
+    if opts.group_size == 1:
+        return
+    store = dist.PrefixStore(AGREEMENT_STORE_PREFIX, opts.store)
+    mine = _check_token(check, ext)
+    store.set(str(opts.group_rank), mine)
+    tokens = {}
+    for r in range(opts.group_size):
+        try:
+            tokens[r] = store.get(str(r)).decode()
+        except Exception as e:  # a peer without this agreement (another torch_tpu) or one that died
+            raise RuntimeError(f"tpu_dist: process group '{opts.group_id}': rank {r} did not publish its "
+                               f"collective-check setting within the timeout ({type(e).__name__}: {e}); "
+                               "every rank must run the same torch_tpu") from None
+    differ = {r: t for r, t in tokens.items() if t != mine}
+    if differ:
+        ranks = ", ".join(f"rank {r}: {t}" for r, t in sorted(tokens.items()))
+        raise RuntimeError(f"tpu_dist: process group '{opts.group_id}': the ranks disagree on the collective "
+                           f"check ({ranks}); set TORCH_TPU_DIST_CHECK the same on every rank and run the "
+                           "same torch_tpu")
+
+
 def _create_backend(opts, _backend_options):
     """c10d creator (extended API): a TpuBackend over a gloo host transport on the same store."""
     from .. import _C
     ext = _C._init_distributed()
+    check = _env_check_collectives()
+    _agree_on_check(opts, check, ext)
     store = dist.PrefixStore(HOST_STORE_PREFIX, opts.store)
     host = dist.ProcessGroupGloo(store, opts.group_rank, opts.group_size, opts.timeout)
-    backend = ext.TpuBackend(opts.group_rank, opts.group_size, host, opts.timeout, opts.group_id,
-                             _env_check_collectives())
+    backend = ext.TpuBackend(opts.group_rank, opts.group_size, host, opts.timeout, opts.group_id, check)
     _log_transport_once(backend)
     return backend
 
