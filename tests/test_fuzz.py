@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = (0, 40)
@@ -31,3 +32,21 @@ def test_fixed_seeds(m, tmp_path):
     assert all(r["modes"] == [m] or (m == "compile" and not r["modes"]) for r in results if not r["fails"])
     failing = {r["seed"]: r["fails"] for r in results if r["fails"]}
     assert not failing and proc.returncode == 0, proc.stdout[-6000:]
+
+
+# ---- regression tests: bugs the fuzzer found, from their shrunk reproducers ----------------------
+
+def test_fill_on_an_expanded_view_writes_every_alias(mode):
+    # Seed 4: zero_/fill_ on an expanded view wrote only the view's first alias. CPU writes them all
+    # (the Scalar overload allows overlap, fill is idempotent); the Tensor overload refuses it.
+    for dev in ("cpu", "tpu"):
+        b = torch.arange(3.0, device=dev).reshape(3, 1).clone()
+        b.expand(3, 4).fill_(2.5)
+        got = [b.cpu().clone()]
+        b.t().expand(2, 3).zero_()
+        got.append(b.cpu().clone())
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            torch.arange(6.0, device=dev).reshape(3, 2)[:, :1].expand(3, 5).fill_(torch.tensor(7.0, device=dev))
+        if dev == "cpu":
+            expected = got
+    assert all(torch.equal(g, e) for g, e in zip(got, expected)), (got, expected)

@@ -178,6 +178,7 @@ at::Tensor& fill(at::Tensor& self, const c10::Scalar& value) {
 at::Tensor& fillTensor(at::Tensor& self, const at::Tensor& value) {
   TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
               " dimensions.");
+  at::assert_no_internal_overlap(self);  // as CPU: the Tensor overload refuses overlap, the Scalar one does not
   if (value.device().is_cpu()) return fill(self, value.item());
   if (self.numel() == 0) return self;
   TPU_OP("aten::fill_.Tensor").in(value).outFilled(self).run([&](hlo::Builder& b, Values in, Values) {
