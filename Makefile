@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz build deps bench clean
+.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -90,6 +90,11 @@ JOBS ?= 2
 fuzz: build
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) tools/fuzz.py -n $(N) --start $(FUZZ_START) --jobs $(JOBS) --json build/fuzz/results.json
+
+# tests/test_memory_stability.py at the 1000 steps of docs/reliability.md (`make test` runs 200).
+test-memory: build
+	TORCH_TPU_MEMORY_STEPS=1000 TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest tests/test_memory_stability.py -q -s -p no:cacheprovider
 
 # PyTorch's ModuleInfo database (tests/test_module_db.py) over every sample input, float32 and bfloat16, in
 # every eager mode; `make test` runs float32 with one sample per module.
