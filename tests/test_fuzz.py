@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = (0, 40)
@@ -50,3 +51,70 @@ def test_fill_on_an_expanded_view_writes_every_alias(mode):
         if dev == "cpu":
             expected = got
     assert all(torch.equal(g, e) for g, e in zip(got, expected)), (got, expected)
+
+
+NAN = float("nan")
+
+
+def test_maximum_and_minimum_propagate_a_nan_on_either_side(mode):
+    # Seeds 287, 437, 541: torch.maximum(y, log(x)) lost the NaN of log(-1) when it was the right operand
+    # (XLA:CPU's maximum keeps only a NaN on its left). PyTorch: a NaN on either side wins.
+    a = torch.tensor([1.0, NAN, 2.0, NAN, -0.0, 0.0])
+    b = torch.tensor([NAN, 1.0, 3.0, NAN, 0.0, -0.0])
+    for fn in (torch.maximum, torch.minimum, torch.max, torch.min, torch.fmax, torch.fmin):
+        for x, y in ((a, b), (b, a)):
+            got = fn(x.to("tpu"), y.to("tpu")).cpu()
+            assert torch.equal(got.isnan(), fn(x, y).isnan()), (fn, x, y, got)
+            torch.testing.assert_close(got, fn(x, y), equal_nan=True, rtol=0, atol=0)
+    for dtype in (torch.bfloat16, torch.float16):
+        got = torch.maximum(a.to(dtype).to("tpu"), b.to(dtype).to("tpu")).cpu()
+        assert torch.equal(got.isnan(), torch.maximum(a.to(dtype), b.to(dtype)).isnan())
+
+
+def test_reductions_that_combine_by_max_keep_a_nan(mode):
+    # The same combination inside scatter_reduce (amax/amin) and logcumsumexp.
+    src = torch.tensor([1.0, NAN, 3.0, 4.0])
+    index = torch.tensor([0, 0, 1, 1])
+    for reduce in ("amax", "amin"):
+        for include_self in (True, False):
+            expected = torch.zeros(2).scatter_reduce(0, index, src, reduce, include_self=include_self)
+            got = torch.zeros(2, device="tpu").scatter_reduce(0, index.to("tpu"), src.to("tpu"), reduce,
+                                                              include_self=include_self)
+            torch.testing.assert_close(got.cpu(), expected, equal_nan=True)
+    x = torch.tensor([0.5, NAN, -1.0, 2.0])
+    torch.testing.assert_close(torch.logcumsumexp(x.to("tpu"), 0).cpu(), torch.logcumsumexp(x, 0), equal_nan=True)
+
+
+def test_views_of_pointwise_results_have_cpus_strides(mode):
+    # Seed 209: softplus of a (1, 3) tensor with strides (1, 1) is contiguous on CPU, (3, 1); its .t() was
+    # (1, 1) on tpu. Seed 311: lerp of a transposed tensor keeps the transposition, so .unbind(0) of it is
+    # strided as CPU's. (tests/test_result_layout.py covers the layouts op by op.)
+    def programs(dev):
+        v = torch.tensor([1.16, 0.99, -0.24], device=dev).view(1, 3).as_strided((1, 3), (1, 1), 0)
+        w = torch.arange(30.0, device=dev).view(3, 2, 5).transpose(1, -1)
+        return [F.softplus(v).t(), torch.lerp(w, torch.tensor(-4.9, device=dev), 0.3).unbind(0)[1]]
+
+    for got, expected in zip(programs("tpu"), programs("cpu")):
+        assert (got.stride(), got.storage_offset()) == (expected.stride(), expected.storage_offset())
+        torch.testing.assert_close(got.cpu(), expected)
+
+
+def test_a_replayed_compiled_graph_keeps_autograd_version_checks():
+    # Seed 284: `x.mul_(y)` on an input x with y requiring grad saves x for backward, and AOTAutograd then
+    # writes x in place. PyTorch's compile (aot_eager on CPU) raises "modified by an inplace operation" at
+    # backward on every call; the replayed second call returned a new tensor object (its own version
+    # counter) for the saved x, so backward ran on the overwritten x and gave a wrong gradient.
+    def program(x, y):
+        x.mul_(y)
+        return x
+
+    a, b = torch.randn(8, 2, generator=torch.Generator().manual_seed(284)), torch.tensor([[-0.16, 0.69]])
+    torch._dynamo.reset()
+    for backend, dev in (("aot_eager", "cpu"), ("tpu", "tpu")):
+        fn = torch.compile(program, backend=backend)
+        for _ in range(2):
+            y = b.clone().to(dev).requires_grad_(True)
+            out = fn(a.clone().to(dev), y)
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                torch.autograd.grad(out.sum(), [y])
+        torch._dynamo.reset()

@@ -40,7 +40,8 @@ struct Act {
   }
   static at::Tensor functional(const char* name, Types t, const at::Tensor& self, const Scalars& p) {
     checkTypes(name, t, self.scalar_type());
-    at::Tensor out = at::empty_like(self);
+    Arg x = Arg::of(self);
+    at::Tensor out = emptyPointwise({&x}, self.sizes(), self.options());
     run(name, self, p, out);
     return out;
   }
@@ -183,7 +184,7 @@ struct Grad {
     Arg g = Arg::of(grad), x = Arg::of(self);
     auto result = resultType({&g, &x});
     checkTypes(name, t, result);
-    at::Tensor out = at::empty(broadcastShape({&g, &x}), (g.isTensor() ? grad : self).options().dtype(result));
+    at::Tensor out = emptyPointwise({&g, &x}, broadcastShape({&g, &x}), (g.isTensor() ? grad : self).options().dtype(result));
     run(name, g, x, p, out, result);
     return out;
   }
@@ -411,7 +412,7 @@ struct TernaryOp {
   }
   static at::Tensor functional(const Arg& self, const Arg& a, const Arg& w, std::optional<c10::Scalar> v) {
     auto result = check(self, a, w);
-    at::Tensor out = at::empty(broadcastShape({&self, &a, &w}), self.tensor.options().dtype(result));
+    at::Tensor out = emptyPointwise({&self, &a, &w}, broadcastShape({&self, &a, &w}), self.tensor.options().dtype(result));
     run(args(self, a, w, v), out, result);
     return out;
   }
@@ -481,7 +482,7 @@ struct FloorDivide {
   static at::Tensor functional(const at::Tensor& a, const at::Tensor& b) {
     Arg x = Arg::of(a), y = Arg::of(b);
     auto result = check(x, y);
-    at::Tensor out = at::empty(broadcastShape({&x, &y}), (x.isTensor() ? a : b).options().dtype(result));
+    at::Tensor out = emptyPointwise({&x, &y}, broadcastShape({&x, &y}), (x.isTensor() ? a : b).options().dtype(result));
     run(x, y, out, result);
     return out;
   }

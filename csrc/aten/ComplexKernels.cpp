@@ -73,7 +73,8 @@ at::Tensor& angleOut(const at::Tensor& self, at::Tensor& out) {
 at::Tensor angle(const at::Tensor& self) {
   c10::ScalarType result = c10::isIntegralType(self.scalar_type(), true) ? defaultFloat()
                                                                           : c10::toRealValueType(self.scalar_type());
-  at::Tensor out = at::empty(self.sizes(), self.options().dtype(result));
+  Arg x = Arg::of(self);
+  at::Tensor out = emptyPointwise({&x}, self.sizes(), self.options().dtype(result));
   return angleOut(self, out);
 }
 

@@ -16,8 +16,12 @@ namespace tpu::aten {
 struct Arg {
   at::Tensor tensor;  // defined for tpu tensors
   c10::Scalar scalar;
+  // A scalar CPU's TensorIterator holds as a 0-dim operand (a wrapped number; a binary op's Scalar
+  // overload): it decides how a result is laid out (emptyPointwise), a plain scalar parameter does not.
+  bool operand = false;
   static Arg of(const at::Tensor& t);
   static Arg of(const c10::Scalar& s) { return Arg{at::Tensor(), s}; }
+  static Arg wrapped(const c10::Scalar& s) { return Arg{at::Tensor(), s, true}; }
   bool isTensor() const { return tensor.defined(); }
 };
 
@@ -30,6 +34,16 @@ c10::ScalarType defaultFloat();
 // Result dtype of a pointwise op over these operands (PyTorch promotion rules).
 c10::ScalarType resultType(std::initializer_list<const Arg*> args);
 std::vector<int64_t> broadcastShape(std::initializer_list<const Arg*> args);
+
+// A new result of `shape` laid out as CPU's TensorIterator lays out a pointwise op's output over these
+// operands, so the strides, views and is_contiguous() of results are CPU's: contiguous over contiguous
+// operands of that shape, channels_last over channels_last ones, else in the operands' stride order
+// (x.t().exp() is transposed like x.t()).
+at::Tensor emptyPointwise(std::span<const Arg* const> args, c10::IntArrayRef shape, const at::TensorOptions& options);
+inline at::Tensor emptyPointwise(std::initializer_list<const Arg*> args, c10::IntArrayRef shape,
+                                 const at::TensorOptions& options) {
+  return emptyPointwise(std::span<const Arg* const>(args.begin(), args.size()), shape, options);
+}
 
 // out= handling: resize as resize_output does and check the dtype can hold `result`.
 void prepareOut(const char* op, at::Tensor& out, c10::IntArrayRef shape, c10::ScalarType result);

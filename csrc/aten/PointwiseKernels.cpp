@@ -69,7 +69,7 @@ struct UnaryOp {
   static at::Tensor functional(const at::Tensor& self) {
     Arg x = Arg::of(self);
     auto result = policyResult(P, self.scalar_type(), "unary op");
-    at::Tensor out = at::empty(self.sizes(), self.options().dtype(result));
+    at::Tensor out = emptyPointwise({&x}, self.sizes(), self.options().dtype(result));
     run(x, out, self.scalar_type(), result);
     return out;
   }
@@ -103,7 +103,7 @@ struct BinaryOp {
     auto promoted = resultType({&x, &y});
     auto result = policyResult(P, promoted, "binary op");
     at::Tensor like = x.isTensor() ? x.tensor : y.tensor;
-    at::Tensor out = at::empty(broadcastShape({&x, &y}), like.options().dtype(result));
+    at::Tensor out = emptyPointwise({&x, &y}, broadcastShape({&x, &y}), like.options().dtype(result));
     run(x, y, out, promoted, result);
     return out;
   }
@@ -127,14 +127,16 @@ struct BinaryOp {
   static at::Tensor& ttOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
     return callOut(Arg::of(a), Arg::of(b), out);
   }
-  static at::Tensor ts(const at::Tensor& a, const c10::Scalar& b) { return call(Arg::of(a), Arg::of(b)); }
-  static at::Tensor& tsInplace(at::Tensor& a, const c10::Scalar& b) { return callInplace(a, Arg::of(b)); }
+  // CPU wraps a Scalar overload's scalar as a 0-dim operand, except pow's (a unary op of the tensor).
+  static Arg scalar(const c10::Scalar& s) { return K == Binary::Pow ? Arg::of(s) : Arg::wrapped(s); }
+  static at::Tensor ts(const at::Tensor& a, const c10::Scalar& b) { return call(Arg::of(a), scalar(b)); }
+  static at::Tensor& tsInplace(at::Tensor& a, const c10::Scalar& b) { return callInplace(a, scalar(b)); }
   static at::Tensor& tsOut(const at::Tensor& a, const c10::Scalar& b, at::Tensor& out) {
-    return callOut(Arg::of(a), Arg::of(b), out);
+    return callOut(Arg::of(a), scalar(b), out);
   }
-  static at::Tensor st(const c10::Scalar& a, const at::Tensor& b) { return call(Arg::of(a), Arg::of(b)); }
+  static at::Tensor st(const c10::Scalar& a, const at::Tensor& b) { return call(scalar(a), Arg::of(b)); }
   static at::Tensor& stOut(const c10::Scalar& a, const at::Tensor& b, at::Tensor& out) {
-    return callOut(Arg::of(a), Arg::of(b), out);
+    return callOut(scalar(a), Arg::of(b), out);
   }
 };
 
@@ -158,7 +160,7 @@ struct AddOp {
     Arg x = Arg::of(self), y = Arg::of(other);
     auto result = resultType({&x, &y});
     at::Tensor like = x.isTensor() ? x.tensor : y.tensor;
-    at::Tensor out = at::empty(broadcastShape({&x, &y}), like.options().dtype(result));
+    at::Tensor out = emptyPointwise({&x, &y}, broadcastShape({&x, &y}), like.options().dtype(result));
     run(x, y, alpha, out, result);
     return out;
   }

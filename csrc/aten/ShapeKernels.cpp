@@ -230,7 +230,7 @@ at::Tensor where(const at::Tensor& condition, const at::Tensor& self, const at::
   Arg c = Arg::of(condition), x = Arg::of(self), y = Arg::of(other);
   auto result = resultType({&x, &y});
   const at::Tensor& like = x.isTensor() ? self : y.isTensor() ? other : condition;
-  at::Tensor out = at::empty(broadcastShape({&c, &x, &y}), like.options().dtype(result));
+  at::Tensor out = emptyPointwise({&c, &x, &y}, broadcastShape({&c, &x, &y}), like.options().dtype(result));
   runWhere(c, x, y, out, result);
   return out;
 }
@@ -283,7 +283,9 @@ std::vector<int64_t> clampShape(const Arg& self, const Bounds& bounds) {
 at::Tensor clampFunctional(const at::Tensor& self, const Bounds& bounds) {
   Arg x = Arg::of(self);
   auto result = clampResult(x, bounds);
-  at::Tensor out = at::empty(clampShape(x, bounds), self.options().dtype(result));
+  const Arg* lo = bounds.lo ? &*bounds.lo : &x;
+  const Arg* hi = bounds.hi ? &*bounds.hi : &x;
+  at::Tensor out = emptyPointwise({&x, lo, hi}, clampShape(x, bounds), self.options().dtype(result));
   runClamp(x, bounds, out, result);
   return out;
 }

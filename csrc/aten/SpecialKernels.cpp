@@ -75,7 +75,9 @@ struct Rule {
   }
   static at::Tensor functional(const char* name, const std::vector<Arg>& args, size_t tensorArgs) {
     c10::ScalarType result = resultOf(P, promote(args, tensorArgs), name, K == Special::Sinc);
-    at::Tensor out = at::empty(shapeOf(args), firstTensor(args).options().dtype(result));
+    std::vector<const Arg*> operands;
+    for (const Arg& a : args) operands.push_back(&a);
+    at::Tensor out = emptyPointwise(operands, shapeOf(args), firstTensor(args).options().dtype(result));
     run(name, args, out, result);
     return out;
   }
@@ -210,7 +212,8 @@ at::Tensor& polygammaOut(int64_t n, const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 at::Tensor polygamma(int64_t n, const at::Tensor& self) {
-  at::Tensor out = at::empty(self.sizes(), self.options().dtype(resultOf(Kind::Float, self.scalar_type(), "")));
+  Arg x = Arg::of(self);
+  at::Tensor out = emptyPointwise({&x}, self.sizes(), self.options().dtype(resultOf(Kind::Float, self.scalar_type(), "")));
   return polygammaOut(n, self, out);
 }
 
@@ -231,7 +234,8 @@ at::Tensor& roundDecimalsOut(const at::Tensor& self, int64_t decimals, at::Tenso
   return out;
 }
 at::Tensor roundDecimals(const at::Tensor& self, int64_t decimals) {
-  at::Tensor out = at::empty_like(self);
+  Arg x = Arg::of(self);
+  at::Tensor out = emptyPointwise({&x}, self.sizes(), self.options());
   return roundDecimalsOut(self, decimals, out);
 }
 at::Tensor& roundDecimals_(at::Tensor& self, int64_t decimals) { return roundDecimalsOut(self, decimals, self); }

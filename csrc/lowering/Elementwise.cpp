@@ -235,6 +235,21 @@ Value unary(Builder& b, Unary op, Value x) {
   throw std::logic_error("unknown unary op");
 }
 
+namespace {
+Value nanWins(Builder& b, Value x, Value y, Value r) {
+  if (!hlo::isFloat(x.dtype())) return r;
+  r = b.select(b.compare(hlo::Cmp::NE, y, y), y, r);
+  return b.select(b.compare(hlo::Cmp::NE, x, x), x, r);
+}
+}  // namespace
+
+Value maximumNan(Builder& b, Value x, Value y) {
+  return x.dtype() == DType::Pred ? b.binary("or", x, y) : nanWins(b, x, y, b.max(x, y));
+}
+Value minimumNan(Builder& b, Value x, Value y) {
+  return x.dtype() == DType::Pred ? b.binary("and", x, y) : nanWins(b, x, y, b.min(x, y));
+}
+
 Value binary(Builder& b, Binary op, Value x, Value y) {
   bool isF = hlo::isFloat(x.dtype());
   switch (op) {
@@ -247,8 +262,8 @@ Value binary(Builder& b, Binary op, Value x, Value y) {
     case Binary::Remainder: return pythonRemainder(b, x, y);
     case Binary::Fmod: return b.binary("remainder", x, y);
     case Binary::Pow: return b.binary("power", x, y);
-    case Binary::Max: return x.dtype() == DType::Pred ? b.binary("or", x, y) : b.max(x, y);
-    case Binary::Min: return x.dtype() == DType::Pred ? b.binary("and", x, y) : b.min(x, y);
+    case Binary::Max: return maximumNan(b, x, y);
+    case Binary::Min: return minimumNan(b, x, y);
     case Binary::Atan2: return b.binary("atan2", x, y);
     case Binary::BitAnd: return b.binary("and", x, y);
     case Binary::BitOr: return b.binary("or", x, y);

@@ -25,6 +25,10 @@ enum class Binary {
 
 Value unary(Builder& b, Unary op, Value x);
 Value binary(Builder& b, Binary op, Value x, Value y);
+// maximum/minimum as PyTorch's: NaN in either operand wins (XLA:CPU's maximum keeps only a NaN on
+// its left: max(1, NaN) is 1); or/and for bool.
+Value maximumNan(Builder& b, Value x, Value y);
+Value minimumNan(Builder& b, Value x, Value y);
 bool isComparison(Binary op);
 // Whether the lowering is defined for complex operands (the kernels refuse the others, as CPU does).
 bool supportsComplex(Unary op);

@@ -15,8 +15,8 @@ Value combine(Builder& b, Reduce r, Value old, Value upd) {
     case Reduce::Replace: return upd;
     case Reduce::Add: return pred ? b.binary("or", old, upd) : b.add(old, upd);
     case Reduce::Mul: return pred ? b.binary("and", old, upd) : b.mul(old, upd);
-    case Reduce::Max: return pred ? b.binary("or", old, upd) : b.max(old, upd);
-    case Reduce::Min: return pred ? b.binary("and", old, upd) : b.min(old, upd);
+    case Reduce::Max: return maximumNan(b, old, upd);  // scatter_reduce amax: a NaN wins, as on CPU
+    case Reduce::Min: return minimumNan(b, old, upd);
   }
   throw std::logic_error("unknown reduction");
 }

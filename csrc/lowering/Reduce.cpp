@@ -1,4 +1,5 @@
 #include "Reduce.h"
+#include "Elementwise.h"
 
 #include <cmath>
 #include <cstdint>
@@ -28,12 +29,6 @@ Value extreme(Builder& b, DType t, bool largest) {
 
 Value isNan(Builder& b, Value x) { return b.compare(Cmp::NE, x, x); }
 
-// max/min that return NaN when either side is NaN.
-Value nanMinMax(Builder& b, bool isMax, Value a, Value c) {
-  Value r = isMax ? b.max(a, c) : b.min(a, c);
-  if (!hlo::isFloat(a.dtype())) return r;
-  return b.select(isNan(b, a), a, b.select(isNan(b, c), c, r));
-}
 
 Value toPred(Builder& b, Value x) {
   if (x.dtype() == DType::Pred) return x;
@@ -75,8 +70,8 @@ Value combine(Builder& b, ReduceOp op, Value acc, Value x) {
   switch (op) {
     case ReduceOp::Sum: return pred ? b.binary("or", acc, x) : b.add(acc, x);
     case ReduceOp::Prod: return pred ? b.binary("and", acc, x) : b.mul(acc, x);
-    case ReduceOp::Max: return pred ? b.binary("or", acc, x) : nanMinMax(b, true, acc, x);
-    case ReduceOp::Min: return pred ? b.binary("and", acc, x) : nanMinMax(b, false, acc, x);
+    case ReduceOp::Max: return maximumNan(b, acc, x);
+    case ReduceOp::Min: return minimumNan(b, acc, x);
     case ReduceOp::Any: return b.binary("or", acc, x);
     case ReduceOp::All: return b.binary("and", acc, x);
     default: throw std::logic_error("combine of a non-monoid reduction");

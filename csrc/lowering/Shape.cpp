@@ -38,22 +38,6 @@ Value roll(Builder& b, Value x, std::span<const Value> starts, const std::vector
   return x;
 }
 
-Value maximumNan(Builder& b, Value x, Value y) {
-  if (x.dtype() == DType::Pred) return b.binary("or", x, y);
-  Value r = b.max(x, y);
-  if (!hlo::isFloat(x.dtype())) return r;
-  r = b.select(b.compare(hlo::Cmp::NE, y, y), y, r);
-  return b.select(b.compare(hlo::Cmp::NE, x, x), x, r);
-}
-
-Value minimumNan(Builder& b, Value x, Value y) {
-  if (x.dtype() == DType::Pred) return b.binary("and", x, y);
-  Value r = b.min(x, y);
-  if (!hlo::isFloat(x.dtype())) return r;
-  r = b.select(b.compare(hlo::Cmp::NE, y, y), y, r);
-  return b.select(b.compare(hlo::Cmp::NE, x, x), x, r);
-}
-
 Value clamp(Builder& b, Value x, const std::optional<Value>& lo, const std::optional<Value>& hi) {
   if (lo) x = maximumNan(b, x, *lo);
   if (hi) x = minimumNan(b, x, *hi);

@@ -23,9 +23,6 @@ Value constantPad(Builder& b, Value x, Value value, const std::vector<int64_t>& 
 // Rolls each of `dims` so that element i moves to (i + shift) mod size;
 // `starts` are S64 scalars holding (size - shift mod size) mod size.
 Value roll(Builder& b, Value x, std::span<const Value> starts, const std::vector<int64_t>& dims);
-// NaN-propagating maximum/minimum (NaN in either operand wins), as PyTorch.
-Value maximumNan(Builder& b, Value x, Value y);
-Value minimumNan(Builder& b, Value x, Value y);
 // clamp with optional bounds (already converted and broadcast to x's type).
 Value clamp(Builder& b, Value x, const std::optional<Value>& lo, const std::optional<Value>& hi);
 // where(mask, value, x): mask (pred) and scalar value broadcast to x.

@@ -100,7 +100,7 @@ Value logcumsumexp(Builder& b, Value x, int64_t dim) {
   Value id = b.constant(x.dtype(), -INFINITY);
   return scanTuple(b, {x}, {id}, dim, [&](const std::vector<Value>& e, const std::vector<Value>& l) {
     Value a = e[0], c = l[0];
-    Value m = b.max(a, c), mn = b.min(a, c);
+    Value m = maximumNan(b, a, c), mn = minimumNan(b, a, c);  // a NaN makes every later sum NaN
     Value r = b.add(m, b.unary("log_plus_one", b.unary("exponential", b.sub(mn, m))));
     // -inf + -inf and inf + inf keep their value (inf - inf would be NaN).
     Value same = b.binary("and", b.compare(Cmp::EQ, a, c), b.compare(Cmp::EQ, b.unary("abs", a), b.scalarLike(a, INFINITY)));

@@ -81,8 +81,9 @@ std::vector<at::Tensor> launchCapturedGraph(const runtime::CapturedGraph& g, con
 class ReplayPlan {
  public:
   struct Output {
-    enum Kind { kNew, kArg, kValue } kind = kValue;
-    int index = 0;  // result (kNew) or argument (kArg)
+    // kSame: the argument object itself (a saved input: autograd checks its version at backward).
+    enum Kind { kNew, kArg, kSame, kValue } kind = kValue;
+    int index = 0;  // result (kNew) or argument (kArg, kSame)
     c10::ScalarType dtype = at::kFloat;
     std::vector<int64_t> sizes, strides;
     int64_t offset = 0;
@@ -142,10 +143,16 @@ class ReplayPlan {
       return py::bool_(false);
     }
     py::list outs(outputs_.size());
+    std::vector<const at::Tensor*> firstOnResult(raw.size(), nullptr);
+    std::vector<at::Tensor> made(outputs_.size());
     for (size_t k = 0; k < outputs_.size(); ++k) {
       const Output& o = outputs_[k];
       if (o.kind == Output::kValue) {
         outs[k] = o.value;
+        continue;
+      }
+      if (o.kind == Output::kSame) {
+        outs[k] = args[o.index];
         continue;
       }
       const at::Tensor& from = o.kind == Output::kNew ? raw[o.index] : THPVariable_Unpack(args[o.index].ptr());
@@ -155,6 +162,12 @@ class ReplayPlan {
                                                               c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                               c10::scalarTypeToTypeMeta(o.dtype));
       t.unsafeGetTensorImpl()->set_sizes_and_strides(o.sizes, o.strides, o.offset);
+      // Tensors on one storage share a version counter, as the traced graph's views do, so a later
+      // in-place write to one is seen by autograd through any other (saved for backward).
+      const at::Tensor* sibling = o.kind == Output::kArg ? &from : firstOnResult[o.index];
+      if (sibling != nullptr) t.unsafeGetTensorImpl()->set_version_counter(sibling->unsafeGetTensorImpl()->version_counter());
+      made[k] = t;
+      if (o.kind == Output::kNew && firstOnResult[o.index] == nullptr) firstOnResult[o.index] = &made[k];
       outs[k] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
     }
     PyList_SetSlice(args.ptr(), 0, PyList_GET_SIZE(args.ptr()), nullptr);  // boxed convention: inputs released
@@ -259,7 +272,7 @@ void registerCompileBindings(py::module& m) {
         return v;
       });
   // outputs: per graph output ("new", result, (dtype, sizes, strides, offset)) |
-  // ("arg", argument, (...)) | ("value", v); see replay.py.
+  // ("arg", argument, (...)) | ("same", argument) | ("value", v); see replay.py.
   py::class_<ReplayPlan>(m, "_ReplayPlan")
       .def(py::init([](std::shared_ptr<CapturedGraph> g, const py::list& args, std::vector<int> params,
                        std::vector<int> results, const py::list& outputs) {
@@ -270,6 +283,9 @@ void registerCompileBindings(py::module& m) {
           std::string kind = o[0].cast<std::string>();
           if (kind == "value") {
             out.value = py::reinterpret_borrow<py::object>(o[1]);
+          } else if (kind == "same") {
+            out.kind = ReplayPlan::Output::kSame;
+            out.index = o[1].cast<int>();
           } else {
             out.kind = kind == "new" ? ReplayPlan::Output::kNew : ReplayPlan::Output::kArg;
             out.index = o[1].cast<int>();

@@ -104,7 +104,10 @@ def build_plan(graph, args, out):
                 return None
             addr = o.untyped_storage().data_ptr()
             meta = (o.dtype, tuple(o.shape), o.stride(), o.storage_offset())
-            if addr in new_results:
+            same = next((i for i, a in enumerate(args) if a is o), None)
+            if same is not None:  # the argument itself (an input saved for backward): the same object
+                outputs.append(("same", same))
+            elif addr in new_results:
                 outputs.append(("new", new_results[addr], meta))
                 used.add(new_results[addr])
             elif addr in arg_of:
