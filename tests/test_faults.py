@@ -10,7 +10,7 @@ another rank does, and that the process survives it with correct results afterwa
   replayed torch.compile program: raised at the next synchronization, naming the op, and later
   work is right. (torch_tpu has no fault-injection hooks: these are the errors a device can make.)
 - A process killed while writing a compile cache entry (SIGXFSZ cuts the write at chosen bytes,
-  SIGKILL at a random moment) never leaves an entry that is read back; an entry cut off at any
+  SIGKILL at fixed delays into its writing) never leaves an entry that is read back; an entry cut off at any
   byte (what a non-atomic writer would leave) is never loaded; the next process is right.
 - A full disk (RLIMIT_FSIZE, a tiny tmpfs) and a read-only folder degrade the persistent tier to
   the in-memory one with exactly one warning; the process keeps compiling and computing.
@@ -24,7 +24,6 @@ eager modes), the device tests take the `mode` fixture.
 import functools
 import json
 import os
-import random
 import re
 import resource
 import shutil
@@ -385,10 +384,11 @@ def test_writer_killed_mid_entry_leaves_nothing_that_is_read_back(tmp_path):
     assert not [f for f in os.listdir(cache_dir) if f.startswith(".tmp-")]
 
 
-def test_writer_killed_at_a_random_moment(tmp_path):
+@pytest.mark.parametrize("delay", [0.0, 0.2, 0.45])
+def test_writer_killed_while_writing_entries(delay, tmp_path):
+    # SIGKILL `delay` s after its first entry appeared, while it compiles and writes the rest: where it
+    # stands then depends on the machine, and every moment must leave only complete entries.
     cache_dir = tmp_path / "cache"
-    seed = random.randrange(1 << 30)
-    delay = random.Random(seed).uniform(0.0, 0.5)
     p = subprocess.Popen([sys.executable, "-c", CACHE_CHILD, "40"], env=cache_env(cache_dir),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -402,14 +402,14 @@ def test_writer_killed_at_a_random_moment(tmp_path):
     finally:
         p.kill()
         p.communicate(timeout=60)
-    assert p.returncode == -signal.SIGKILL, (seed, p.returncode)  # killed while it compiled and wrote
+    assert p.returncode == -signal.SIGKILL, (delay, p.returncode)  # killed while it compiled and wrote
     info = _C._cache_dir_inspect(str(cache_dir), True)
-    assert info["invalid_entries"] == 0, (seed, info)  # every entry name holds a complete entry
+    assert info["invalid_entries"] == 0, (delay, info)  # every entry name holds a complete entry
     out = parse(run_cache_child(cache_dir, 40))
     check(out, 40)
     disk = out["stats"]["disk"]
-    assert disk["corrupt_entries"] == 0 and disk["lock_waits"] == 0 and out["warnings"] == [], (seed, out["stderr"])
-    assert disk["hits"] == info["entries"], (seed, disk, info)  # every entry it left is loaded
+    assert disk["corrupt_entries"] == 0 and disk["lock_waits"] == 0 and out["warnings"] == [], (delay, out["stderr"])
+    assert disk["hits"] == info["entries"], (delay, disk, info)  # every entry it left is loaded
     assert out["dir"]["invalid_entries"] == 0
 
 
