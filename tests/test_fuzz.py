@@ -118,3 +118,27 @@ def test_a_replayed_compiled_graph_keeps_autograd_version_checks():
             with pytest.raises(RuntimeError, match="modified by an inplace operation"):
                 torch.autograd.grad(out.sum(), [y])
         torch._dynamo.reset()
+
+
+EXTREMES = [float("inf"), -float("inf"), NAN, 0.0, 1.0, -1.0, 3.0, 5.0, 9.0, 20.5, -20.5, 88.8, -88.8, 1e30, -1e30, 3e38]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("op", ["asinh", "acosh", "sinh", "cosh", "erfc", "erf", "hypot", "div_floor"])
+def test_functions_at_their_extremes(op, dtype, mode):
+    # Seeds 1446, 2103, 4707: asinh(inf) was NaN (inf / inf in its formula), poisoning what followed; the sweep
+    # this led to found acosh/sinh/cosh overflowing early, erfc as 1 - erf (no digits left past 3),
+    # float64 erf at float32's accuracy, hypot squaring its way to inf and inf // 3 not NaN (CPU, Python).
+    x = torch.tensor(EXTREMES, dtype=torch.float64).to(dtype)
+    special = {"hypot": lambda t: torch.hypot(t, t.flip(0)),
+               "div_floor": lambda t: torch.div(t, 3.0, rounding_mode="floor")}
+    fn = special[op] if op in special else getattr(torch, op)
+    expected, got = fn(x), fn(x.to("tpu")).cpu()
+    assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf()), (got, expected)
+    # as accurate as CPU against float64, where finite (the rule of tests/opinfo/harness.py)
+    ref = fn(x.to(torch.float64))
+    finite = expected.isfinite()
+    err_cpu = (expected.double() - ref).abs()[finite]
+    err = (got.double() - ref).abs()[finite]
+    eps = torch.finfo(dtype).eps
+    assert bool((err <= 4 * err_cpu + 2 * eps * ref.abs()[finite] + 1e-300).all()), (got, expected)

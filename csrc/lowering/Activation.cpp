@@ -157,20 +157,6 @@ Value addcdiv(Builder& b, Value self, Value t1, Value t2, Value value) {
   return b.add(self, b.div(b.mul(value, t1), t2));
 }
 
-Value floorDivide(Builder& b, Value x, Value y) {
-  if (!hlo::isFloat(x.dtype())) return binary(b, Binary::DivFloor, x, y);
-  Value zero = k(b, x, 0), one = k(b, x, 1);
-  Value mod = b.binary("remainder", x, y);
-  Value div = b.div(b.sub(x, mod), y);
-  Value adjust = b.binary("and", b.compare(Cmp::NE, mod, zero),
-                          b.compare(Cmp::NE, lt(b, y, zero), lt(b, mod, zero)));
-  div = b.select(adjust, b.sub(div, one), div);
-  Value fl = b.unary("floor", div);
-  fl = b.select(gt(b, b.sub(div, fl), k(b, x, 0.5)), b.add(fl, one), fl);
-  Value quotient = b.div(x, y);
-  Value signedZero = binary(b, Binary::Copysign, zero, quotient);
-  Value r = b.select(b.compare(Cmp::NE, div, zero), fl, signedZero);
-  return b.select(b.compare(Cmp::EQ, y, zero), quotient, r);
-}
+Value floorDivide(Builder& b, Value x, Value y) { return binary(b, Binary::DivFloor, x, y); }
 
 }  // namespace tpu::lowering

@@ -383,6 +383,8 @@ Value igamma(Builder& b, Value a0, Value x0, bool complement) {
   return b.convert(r, outT);
 }
 
+Value erfcTail(Builder& b, Value t) { return erfcViaErfcx(b, t); }
+
 Value cephes(Builder& b, Cephes op, Value x) {
   switch (op) {
     case Cephes::J0: return j0(b, x);

@@ -11,6 +11,9 @@ enum class Cephes { J0, J1, Y0, Y1, K0, K1, K0e, K1e, AiryAi, Ndtri, Erfcx, LogN
 
 hlo::Value cephes(hlo::Builder& b, Cephes op, hlo::Value x);
 
+// erfc(t) for t >= -1/sqrt(2), relatively accurate far into the tail (erfcx(t) e^-t^2, as CPU's erfc).
+hlo::Value erfcTail(hlo::Builder& b, hlo::Value t);
+
 // Regularised incomplete gamma P(a, x) (igamma) and Q(a, x) = 1 - P (igammac) with ATen's domain rules and
 // method choice (power series, Legendre's continued fraction, DLMF 8.7.3 for Q at small x). Accumulated in
 // float64, as zeta is (the x^a e^-x / Gamma(a) prefactor needs it for large a); ATen's uniform asymptotic

@@ -1,5 +1,7 @@
 #include "Elementwise.h"
 
+#include "Cephes.h"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -29,6 +31,29 @@ Value erfPoly(Builder& b, Value x) {
   Value q = k(b, x, beta[0]);
   for (int i = 1; i < 5; ++i) q = b.add(b.mul(x2, q), k(b, x, beta[i]));
   return b.div(p, q);
+}
+
+// e^a / 2 as (e^(a/2) / 2) e^(a/2): finite wherever the result is.
+Value halfExp(Builder& b, Value a) {
+  Value h = b.unary("exponential", b.mul(a, k(b, a, 0.5)));
+  return b.mul(b.mul(h, k(b, a, 0.5)), h);
+}
+
+// CPU's div_floor_floating: floor((x - fmod(x, y)) / y) with its corrections, so results (and inf // 3,
+// which is NaN as in Python) agree with CPU's; x / y where y is 0.
+Value floorDivFloat(Builder& b, Value x, Value y) {
+  Value zero = k(b, x, 0), one = k(b, x, 1);
+  Value mod = b.binary("remainder", x, y);
+  Value div = b.div(b.sub(x, mod), y);
+  Value adjust = b.binary("and", b.compare(hlo::Cmp::NE, mod, zero),
+                          b.compare(hlo::Cmp::NE, b.compare(hlo::Cmp::LT, y, zero), b.compare(hlo::Cmp::LT, mod, zero)));
+  div = b.select(adjust, b.sub(div, one), div);
+  Value fl = b.unary("floor", div);
+  fl = b.select(b.compare(hlo::Cmp::GT, b.sub(div, fl), k(b, x, 0.5)), b.add(fl, one), fl);
+  Value quotient = b.div(x, y);
+  Value signedZero = binary(b, Binary::Copysign, zero, quotient);
+  Value r = b.select(b.compare(hlo::Cmp::NE, div, zero), fl, signedZero);
+  return b.select(b.compare(hlo::Cmp::EQ, y, zero), quotient, r);
 }
 
 Value floorDivInt(Builder& b, Value x, Value y) {
@@ -71,7 +96,9 @@ Value broadcastTo(Builder& b, Value x, const hlo::Shape& shape) {
 }
 
 Value erf(Builder& b, Value x) {
-  if (x.dtype() == DType::F32 || x.dtype() == DType::F64) return erfPoly(b, x);
+  // float64: XLA's own erf (Cephes' rational fits, float64-accurate); the float32 fit is 1e-7 off there.
+  if (x.dtype() == DType::F64) return b.op("chlo.erf", {&x, 1}, {x.type})[0];
+  if (x.dtype() == DType::F32) return erfPoly(b, x);
   return b.convert(erfPoly(b, b.convert(x, DType::F32)), x.dtype());
 }
 
@@ -167,21 +194,37 @@ Value unary(Builder& b, Unary op, Value x) {
     case Unary::Acos:
       return b.binary("atan2", b.unary("sqrt", b.mul(b.sub(k(b, x, 1), x), b.add(k(b, x, 1), x))), x);
     case Unary::Atan: return b.binary("atan2", x, k(b, x, 1));
-    case Unary::Sinh:
-      return b.mul(b.sub(b.unary("exponential_minus_one", x), b.unary("exponential_minus_one", b.neg(x))),
-                   k(b, x, 0.5));
-    case Unary::Cosh:
-      return b.mul(b.add(b.unary("exponential", x), b.unary("exponential", b.neg(x))), k(b, x, 0.5));
+    case Unary::Sinh: {
+      Value small = b.mul(b.sub(b.unary("exponential_minus_one", x), b.unary("exponential_minus_one", b.neg(x))),
+                          k(b, x, 0.5));
+      if (hlo::isComplex(x.dtype())) return small;
+      // Past |x| = 20, e^-|x| is below the rounding of e^|x| / 2: that alone, as (e^(|x|/2) / 2) e^(|x|/2),
+      // which stays finite up to the largest sinh a float holds (e^|x| alone overflows from |x| = 88.7 in float32).
+      Value big = b.mul(unary(b, Unary::Sign, x), halfExp(b, b.unary("abs", x)));
+      return b.select(b.compare(hlo::Cmp::GT, b.unary("abs", x), k(b, x, 20)), big, small);
+    }
+    case Unary::Cosh: {
+      if (hlo::isComplex(x.dtype()))
+        return b.mul(b.add(b.unary("exponential", x), b.unary("exponential", b.neg(x))), k(b, x, 0.5));
+      Value a = b.unary("abs", x);
+      Value small = b.mul(b.add(b.unary("exponential", a), b.unary("exponential", b.neg(a))), k(b, x, 0.5));
+      return b.select(b.compare(hlo::Cmp::GT, a, k(b, x, 20)), halfExp(b, a), small);
+    }
     case Unary::Tanh: return b.unary("tanh", x);
     case Unary::Asinh: {
       Value a = b.unary("abs", x);
       Value a2 = b.mul(a, a);
       Value r = b.unary("log_plus_one",
                         b.add(a, b.div(a2, b.add(k(b, x, 1), b.unary("sqrt", b.add(k(b, x, 1), a2))))));
+      // Past 2^28, 1 + a^2 is a^2 even in float64: asinh is log(2a) (and a^2 would overflow, inf / inf).
+      r = b.select(b.compare(hlo::Cmp::GT, a, k(b, x, 0x1p28)), b.add(b.unary("log", a), k(b, x, M_LN2)), r);
       return b.mul(b.unary("sign", x), r);
     }
-    case Unary::Acosh:
-      return b.unary("log", b.add(x, b.unary("sqrt", b.mul(b.sub(x, k(b, x, 1)), b.add(x, k(b, x, 1))))));
+    case Unary::Acosh: {
+      Value r = b.unary("log", b.add(x, b.unary("sqrt", b.mul(b.sub(x, k(b, x, 1)), b.add(x, k(b, x, 1))))));
+      r = b.select(b.compare(hlo::Cmp::GT, x, k(b, x, 0x1p28)), b.add(b.unary("log", x), k(b, x, M_LN2)), r);
+      return b.select(b.compare(hlo::Cmp::LT, x, k(b, x, 1)), k(b, x, NAN), r);  // NaN below 1 (also -inf)
+    }
     case Unary::Atanh:
       return b.mul(b.unary("log_plus_one", b.div(b.mul(k(b, x, 2), x), b.sub(k(b, x, 1), x))), k(b, x, 0.5));
     case Unary::Floor: return hlo::isFloat(x.dtype()) ? b.unary("floor", x) : x;
@@ -202,7 +245,10 @@ Value unary(Builder& b, Unary op, Value x) {
       return b.max(x, k(b, x, 0));
     case Unary::Silu: return b.mul(x, b.unary("logistic", x));
     case Unary::Erf: return erf(b, x);
-    case Unary::Erfc: return b.sub(k(b, x, 1), erf(b, x));
+    case Unary::Erfc: {  // 1 - erf(x) loses every digit in the tail (erfc(5) is 1.5e-12): erfcx(x) e^-x^2 there
+      Value tail = erfcTail(b, b.max(x, k(b, x, 0.5)));
+      return b.select(b.compare(hlo::Cmp::LT, x, k(b, x, 0.5)), b.sub(k(b, x, 1), erf(b, x)), tail);
+    }
     case Unary::GeluErf:
       return b.mul(b.mul(x, k(b, x, 0.5)), b.add(k(b, x, 1), erf(b, b.mul(x, k(b, x, M_SQRT1_2)))));
     case Unary::GeluTanh: {
@@ -258,7 +304,7 @@ Value binary(Builder& b, Binary op, Value x, Value y) {
     case Binary::Mul: return x.dtype() == DType::Pred ? b.binary("and", x, y) : b.mul(x, y);
     case Binary::Div: return b.div(x, y);
     case Binary::DivTrunc: return isF ? trunc(b, b.div(x, y)) : b.div(x, y);
-    case Binary::DivFloor: return isF ? b.unary("floor", b.div(x, y)) : floorDivInt(b, x, y);
+    case Binary::DivFloor: return isF ? floorDivFloat(b, x, y) : floorDivInt(b, x, y);
     case Binary::Remainder: return pythonRemainder(b, x, y);
     case Binary::Fmod: return b.binary("remainder", x, y);
     case Binary::Pow: return b.binary("power", x, y);
@@ -280,7 +326,17 @@ Value binary(Builder& b, Binary op, Value x, Value y) {
     case Binary::Le: return b.compare(hlo::Cmp::LE, x, y);
     case Binary::Gt: return b.compare(hlo::Cmp::GT, x, y);
     case Binary::Ge: return b.compare(hlo::Cmp::GE, x, y);
-    case Binary::Hypot: return b.unary("sqrt", b.add(b.mul(x, x), b.mul(y, y)));
+    case Binary::Hypot: {  // scaled, so x^2 + y^2 cannot overflow or underflow; an inf wins over NaN, as in C
+      Value ax = b.unary("abs", x), ay = b.unary("abs", y);
+      Value hi = b.max(ax, ay), lo = b.min(ax, ay);
+      Value r = b.div(lo, hi);
+      Value h = b.mul(hi, b.unary("sqrt", b.add(k(b, x, 1), b.mul(r, r))));
+      h = b.select(b.compare(hlo::Cmp::EQ, hi, k(b, x, 0)), k(b, x, 0), h);
+      h = nanWins(b, x, y, h);
+      Value anyInf = b.binary("or", b.compare(hlo::Cmp::EQ, ax, k(b, x, INFINITY)),
+                              b.compare(hlo::Cmp::EQ, ay, k(b, x, INFINITY)));
+      return b.select(anyInf, k(b, x, INFINITY), h);
+    }
     case Binary::Copysign: {
       Value negative = unary(b, Unary::Signbit, y);
       Value a = b.unary("abs", x);

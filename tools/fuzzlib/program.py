@@ -48,8 +48,9 @@ def make_input(spec: dict) -> torch.Tensor:
         t = torch.argsort(torch.rand(full, generator=g), dim=spec["dim"]).narrow(spec["dim"], 0, shape[spec["dim"]])
     else:
         raise ValueError(f"unknown input init {init!r}")
-    # contiguous: the same layout `.to("tpu")` (or "cuda") gives the device copy
-    return t.to(dtype_of(dt)).contiguous()
+    # contiguous, on its own storage: the layout and storage size `.to("tpu")` (or "cuda") gives the device
+    # copy (a narrowed permutation is contiguous on a larger storage, where CPU's as_strided could reach further)
+    return t.to(dtype_of(dt)).clone(memory_format=torch.contiguous_format)
 
 
 def render_dtype(name: str, ref: bool) -> str:
