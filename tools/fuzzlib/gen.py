@@ -174,7 +174,7 @@ class Generator:
             if overlap == 2 and _aliases_itself(inplace_target.t):
                 return None
             # Likewise an argument sharing some of the target's elements (x.add_(x[:, :1])): CPU reads it while
-            # it writes the target, or refuses it where it can tell (tests/test_fuzz.py checks the refusal).
+            # it writes the target, or refuses it where it can tell (tpu does not yet: docs/reliability.md).
             for a in args:
                 if a is not inplace_target and isinstance(a.t, torch.Tensor) and \
                         torch._C._overlaps(a.t, inplace_target.t) and _shares_elements(a.t, inplace_target.t):
