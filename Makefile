@@ -84,7 +84,7 @@ test-ops-full: build
 # The differential fuzzer (tools/fuzz.py, docs/reliability.md): N seeded random programs (seeds
 # FUZZ_START..FUZZ_START+N-1) on CPU and on tpu in strict, fused, debug and compiled; failures are shrunk to
 # standalone reproducers in build/fuzz. `make test` runs the fixed seed set of tests/test_fuzz.py.
-N ?= 5000
+N ?= 5100
 FUZZ_START ?= 0
 JOBS ?= 2
 fuzz: build

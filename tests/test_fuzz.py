@@ -15,6 +15,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import nonfinite_ok
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = (0, 40)
@@ -142,3 +143,96 @@ def test_functions_at_their_extremes(op, dtype, mode):
     err = (got.double() - ref).abs()[finite]
     eps = torch.finfo(dtype).eps
     assert bool((err <= 4 * err_cpu + 2 * eps * ref.abs()[finite] + 1e-300).all()), (got, expected)
+
+
+def test_a_mask_times_nan_or_inf_is_nan_as_on_cpu(mode):
+    # Seeds 912, 3052, 1814: XLA's simplifier rewrites y * convert(mask) into select(mask, y, 0), dropping y's NaN
+    # and inf where the mask is false (CPU: NaN * 0 and inf * 0 are NaN). amax/amin backward multiplies the
+    # incoming gradient by such a mask; torch.eye is one inside a fused graph.
+    y = torch.tensor([NAN, float("inf"), -float("inf"), 2.0, -3.0, 0.0])
+    mask = torch.tensor([True, False, False, False, True, False])
+    with nonfinite_ok():
+        cases = [
+            (lambda dev: y.to(dev) * mask.to(dev)),
+            (lambda dev: mask.to(dev) * y.to(dev)),
+            (lambda dev: torch.eye(2, device=dev) * NAN),
+            (lambda dev: torch.eye(3, device=dev) * y[:3].to(dev)),
+            (lambda dev: y.to(dev) * (y.to(dev) > 1)),
+            (lambda dev: (y.to(dev) > 0).to(torch.bfloat16) * y.to(dev).to(torch.bfloat16)),
+        ]
+        for case in cases:
+            expected, got = case("cpu"), case("tpu").cpu()
+            assert got.dtype == expected.dtype
+            torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+        for reduce in (torch.amax, torch.amin):
+            grads = []
+            for dev in ("cpu", "tpu"):
+                x = torch.tensor([[1.0, 2.0], [3.0, 3.0]], device=dev, requires_grad=True)
+                reduce(x, 1).backward(torch.tensor([NAN, 1.0], device=dev))
+                grads.append(x.grad.cpu())
+            torch.testing.assert_close(grads[1], grads[0], equal_nan=True, rtol=0, atol=0)
+
+
+def _idx(x, *values):
+    return torch.tensor(values, device=x.device)
+
+
+# Writes whose argument shares some, not all, of the written tensor's elements: CPU refuses them (TensorIterator's
+# check, and the scatter/index_add family's), so tpu must too, instead of computing a value CPU never gives.
+PARTIAL_OVERLAP = {
+    "add_": lambda x: x[1:].add_(x[:-1], alpha=2),
+    "mul_": lambda x: x[1:].mul_(x[:-1]),
+    "pow_": lambda x: x[1:].pow_(x[:-1]),
+    "atan2_": lambda x: x[1:].atan2_(x[:-1]),
+    "hypot_": lambda x: x[1:].hypot_(x[:-1]),
+    "clamp_": lambda x: x[1:].clamp_(min=x[:-1]),
+    "addcmul_": lambda x: x[1:].addcmul_(x[:-1], x[:-1]),
+    "addcdiv_": lambda x: x[1:].addcdiv_(x[:-1], x[:-1] + 5),
+    "lerp_": lambda x: x[1:].lerp_(x[:-1] * 2, x[:-1]),
+    "exp.out": lambda x: torch.exp(x[:-1], out=x[1:]),
+    "maximum.out": lambda x: torch.maximum(x[:-1], x[:-1] * 2, out=x[1:]),
+    "logaddexp.out": lambda x: torch.logaddexp(x[:-1], x[:-1], out=x[1:]),
+    "where.out": lambda x: torch.where(x[:-1] > 2, x[:-1], x[:-1] * 3, out=x[1:]),
+    "clamp.out": lambda x: torch.clamp(x[:-1], 1, 3, out=x[1:]),
+    "copy_": lambda x: x[1:].copy_(x[:-1]),
+    "cumsum.out": lambda x: torch.cumsum(x[:4], 0, out=x[1:5]),
+    "sort.values": lambda x: torch.sort(x[:3], out=(x[1:4], torch.empty(3, dtype=torch.long, device=x.device))),
+    "index_add_": lambda x: x[1:].index_add_(0, _idx(x, 0, 1), x[:2]),
+    "index_add_ self": lambda x: x.index_add_(0, _idx(x, 0, 1, 2, 3, 4, 5), x),
+    "scatter_": lambda x: x[1:].scatter_(0, _idx(x, 0, 1), x[:2]),
+    "scatter_add_ self": lambda x: x.scatter_add_(0, _idx(x, 0, 1, 2, 3, 4, 5), x),
+    "scatter_reduce_": lambda x: x[1:].scatter_reduce_(0, _idx(x, 0, 1), x[:2], "sum"),
+}
+
+# The same ops where the argument is the written tensor itself (or disjoint from it): well defined, computed.
+FULL_OR_NO_OVERLAP = {
+    "add_ self": lambda x: x.add_(x),
+    "exp.out self": lambda x: torch.exp(x, out=x),
+    "mul_ disjoint": lambda x: x[3:].mul_(x[:3]),
+    "cumsum.out self": lambda x: torch.cumsum(x, 0, out=x),
+    "sort.values self": lambda x: torch.sort(x.flip(0).clone(), out=(x, torch.empty(6, dtype=torch.long, device=x.device))),
+    "index_add_ disjoint": lambda x: x[3:].index_add_(0, _idx(x, 0, 2), x[:2]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PARTIAL_OVERLAP))
+def test_a_write_through_a_partially_overlapping_argument_raises_as_on_cpu(case, mode):
+    # Seeds 2695, 5116: tpu computed x[1:].add_(x[:-1]) where CPU raises.
+    fn = PARTIAL_OVERLAP[case]
+    with pytest.raises(RuntimeError, match="unsupported operation: some elements of the input tensor and the "
+                                           "written-to tensor refer to a single memory location") as cpu:
+        fn(torch.arange(1.0, 7.0))
+    x = torch.arange(1.0, 7.0, device="tpu")
+    with pytest.raises(RuntimeError) as tpu:
+        fn(x)
+    assert str(tpu.value).splitlines()[0] == str(cpu.value).splitlines()[0]
+    assert torch.equal(x.cpu(), torch.arange(1.0, 7.0))  # nothing was written
+
+
+@pytest.mark.parametrize("case", sorted(FULL_OR_NO_OVERLAP))
+def test_a_write_through_the_same_or_a_disjoint_argument_computes(case, mode):
+    fn = FULL_OR_NO_OVERLAP[case]
+    expected, x = torch.arange(1.0, 7.0), torch.arange(1.0, 7.0, device="tpu")
+    fn(expected)
+    fn(x)
+    torch.testing.assert_close(x.cpu(), expected, rtol=1e-6, atol=0)

@@ -52,6 +52,7 @@ UNARY = {
     "rsub_number": lambda x: 1 - x,
     "lerp_scalar_weight": lambda x: torch.lerp(x, x * 2, 0.3),
     "where_self": lambda x: torch.where(x > 1, x, -x),
+    "flip": lambda x: torch.flip(x, (0,)),  # not pointwise, but laid out as its input (fuzz seed 875)
 }
 
 

@@ -41,7 +41,7 @@ std::vector<int64_t> broadcastShape(std::initializer_list<const Arg*> args) {
 namespace {
 
 // TensorIterator's fast set-up: every operand has the result's shape and one shared layout. Returns
-// false when the general rule (iteratorOrder) decides.
+// false when the general rule (iteratorStrides) decides.
 bool fastLayout(std::span<const Arg* const> args, c10::IntArrayRef shape, const at::TensorOptions& options,
                 at::Tensor& out) {
   bool contiguous = true, channelsLast = true, dense = true;

@@ -3,6 +3,7 @@
 // scalar), result/compute dtypes, output allocation for the functional,
 // in-place and out= variants, and one runner that broadcasts and converts.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 
 #include <span>
 
@@ -56,6 +57,10 @@ void runPointwise(Op op, std::span<const Arg* const> args, const at::Tensor& out
                   Body&& body) {
   if (out.numel() == 0) return;
   int64_t scalarMask = 0, i = 0;
+  for (const Arg* a : args) {
+    // As TensorIterator: an operand may be the written tensor itself, never part of it (x[1:].add_(x[:-1])).
+    if (a->isTensor()) at::assert_no_partial_overlap(out, a->tensor);
+  }
   for (const Arg* a : args) {
     if (a->isTensor()) op.in(a->tensor);
     else {

@@ -242,10 +242,9 @@ void runScatter(const at::Tensor& self, int64_t dim, const at::Tensor& index, co
     if (!out.is_same(self)) out.copy_(self);
     return;
   }
-  if (!out.is_same(self)) {
-    at::assert_no_overlap(out, index);
-    if (s.src) at::assert_no_overlap(out, *s.src);
-  }
+  // As CPU (the in-place form included): the written tensor shares no element with index or src.
+  at::assert_no_overlap(out, index);
+  if (s.src) at::assert_no_overlap(out, *s.src);
   auto compute = s.reduce == Reduce::Replace ? valueType(self.scalar_type()) : opmathType(self.scalar_type());
   hlo::DType t = toHlo(compute);
   Op op = TPU_OP("aten::scatter");
@@ -397,6 +396,8 @@ void runIndexAdd(const T& self, int64_t dim, const T& index, const T& source, co
     if (!out.is_same(self)) out.copy_(self);
     return;
   }
+  at::assert_no_overlap(out, index);  // as CPU's index_add
+  at::assert_no_overlap(out, source);
   auto compute = opmathType(self.scalar_type());
   hlo::DType t = toHlo(compute);
   TPU_OP("aten::index_add")

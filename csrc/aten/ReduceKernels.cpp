@@ -4,6 +4,7 @@
 // writes into a given output; functional and in-place variants allocate or
 // reuse that output and call it.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -534,6 +535,7 @@ struct Scan {
     int64_t d = at::maybe_wrap_dim(dim, self.dim());
     if (!out.is_same(self)) at::native::resize_output(out, self.sizes());
     if (out.numel() == 0) return out;
+    at::assert_no_partial_overlap(out, self);  // as CPU: out may be self, not part of it
     c10::ScalarType compute = opmathType(result);
     hlo::DType ct = toHlo(compute);
     TPU_OP(name()).in(self).attr(d).attr(static_cast<int64_t>(compute)).out(out).run(

@@ -7,6 +7,7 @@
 // result shape depends on the data. NaN sorts as the largest value, ties keep
 // their input order (stable), as on CPU.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/native/Resize.h>
 #include <torch/library.h>
@@ -45,6 +46,7 @@ std::tuple<at::Tensor&, at::Tensor&> sortOut(const at::Tensor& self, std::option
   prepare(values, self.sizes(), self.scalar_type(), "sort");
   prepare(indices, self.sizes(), at::kLong, "sort");
   if (self.numel() == 0) return {values, indices};
+  at::assert_no_partial_overlap(values, self);  // CPU copies self into values first
   TPU_OP("aten::sort").in(self).attr(dim).attr(descending).out(values).out(indices).run(
       [&](hlo::Builder& b, Values in, Values) {
         auto [v, i] = lowering::sortAlong(b, sortable(b, in[0]), dim, descending);

@@ -335,6 +335,10 @@ Value Builder::convert(Value x, DType to) {
                            " would drop the imaginary part (take realPart first)");
   // Into complex: through the component type (XLA converts real -> complex of the same width).
   if (isComplex(to) && !isComplex(x.dtype()) && x.dtype() != componentType(to)) x = convert(x, componentType(to));
+  // A mask as 1/0 by select, not convert: XLA's simplifier rewrites y * convert(mask) into
+  // select(mask, y, 0), which drops y's NaN and inf where the mask is false (CPU: NaN * 0 is NaN).
+  if (x.dtype() == DType::Pred && isFloat(to))
+    return select(x, full(Type{to, x.shape()}, 1.0), full(Type{to, x.shape()}, 0.0));
   return plainConvert(x, to);
 }
 

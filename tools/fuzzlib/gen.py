@@ -12,6 +12,7 @@ it too). Per value it tracks:
 """
 from __future__ import annotations
 
+import copy
 import random
 
 import torch
@@ -173,19 +174,23 @@ class Generator:
             # CPU, and must on tpu: those stay.)
             if overlap == 2 and _aliases_itself(inplace_target.t):
                 return None
-            # Likewise an argument sharing some of the target's elements (x.add_(x[:, :1])): CPU reads it while
-            # it writes the target, or refuses it where it can tell (tpu does not yet: docs/reliability.md).
-            for a in args:
-                if a is not inplace_target and isinstance(a.t, torch.Tensor) and \
-                        torch._C._overlaps(a.t, inplace_target.t) and _shares_elements(a.t, inplace_target.t):
-                    return None
+            # Likewise an argument sharing some of the target's elements (x.add_(x[:, :1])): CPU refuses it where
+            # it can tell (kept below as an error tpu must raise too), else reads it while it writes the target.
+            shares = any(a is not inplace_target and isinstance(a.t, torch.Tensor) and
+                         torch._C._overlaps(a.t, inplace_target.t) and _shares_elements(a.t, inplace_target.t)
+                         for a in args)
             try:
-                probe = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()}
+                if shares:  # a deep copy keeps the views' sharing (clones would not overlap)
+                    probe = copy.deepcopy({k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()})
+                else:
+                    probe = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()}
                 eval(render(rec), probe)  # noqa: S307
             except Exception:
                 if self.r.random() >= ERROR_RATE:
                     return None
                 self._keep_error(rec)
+                return None
+            if shares:
                 return None
         try:
             t = eval(render(rec), ns)  # noqa: S307
