@@ -1,0 +1,298 @@
+// The fbgemm ops TorchRec runs on a KeyedJaggedTensor / KeyedTensor, as tpu kernels under fbgemm's own schemas
+// (fbgemm_gpu defines them when it is imported; the dispatcher accepts these kernels before that and checks
+// them against the schemas then). Each is one program over csrc/lowering/Jagged.cpp: lengths and offsets stay
+// on the device, and every output size is one the host already knows (input sizes, max_lengths, total_L,
+// permuted_lengths_sum). The one exception is documented at permute_2D_sparse_data. Autograd is fbgemm's own:
+// its Autograd kernels (permute_pooled_embs_auto_grad, jagged_to_padded_dense) and Python formulas
+// (permute_2D_sparse_data, via invert_permute) call the forward and backward ops registered here.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <string>
+
+#include "OpRunner.h"
+#include "csrc/lowering/Jagged.h"
+
+namespace tpu::aten {
+namespace {
+
+using OptTensor = std::optional<at::Tensor>;
+bool has(const OptTensor& t) { return t.has_value() && t->defined(); }
+
+void checkTpu(const char* op, const char* name, const at::Tensor& t) {
+  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op, ": expected ", name, " on tpu, got ",
+              t.device());
+}
+
+void checkIndexTensor(const char* op, const char* name, const at::Tensor& t) {
+  checkTpu(op, name, t);
+  TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": expected ", name,
+              " to be int32 or int64, got ", t.scalar_type());
+}
+
+// ---- cumulative sums ----------------------------------------------------------------------
+
+void checkCumsumInput(const char* op, const at::Tensor& t) {
+  checkTpu(op, "t_in", t);
+  // As fbgemm's CPU kernels (AT_DISPATCH_ALL_TYPES): integer and float32/float64 inputs.
+  at::ScalarType s = t.scalar_type();
+  TORCH_CHECK(at::isIntegralType(s, false) || s == at::kFloat || s == at::kDouble, op,
+              ": expected an integer, float32 or float64 tensor, got ", s);
+}
+
+at::Tensor completeCumsum(const at::Tensor& t) {
+  const char* op = "fbgemm::asynchronous_complete_cumsum";
+  checkCumsumInput(op, t);
+  TORCH_CHECK(t.dim() == 1 || t.dim() == 2, op, ": expected a 1-D or 2-D tensor, got ", t.dim(), "-D");
+  std::vector<int64_t> shape = t.sizes().vec();
+  shape.back() += 1;
+  if (t.numel() == 0) return at::zeros(shape, t.options());
+  at::Tensor out = at::empty(shape, t.options());
+  TPU_OP("fbgemm::asynchronous_complete_cumsum").in(t).out(out).run([](hlo::Builder& b, Values in, Values) {
+    return ValueList{lowering::completeCumsum(b, in[0])};
+  });
+  return out;
+}
+
+// fbgemm's exclusive and inclusive scans run over all elements in memory order, whatever the rank.
+template <bool Exclusive>
+at::Tensor flatCumsum(const at::Tensor& t) {
+  const char* op = Exclusive ? "fbgemm::asynchronous_exclusive_cumsum" : "fbgemm::asynchronous_inclusive_cumsum";
+  checkCumsumInput(op, t);
+  at::Tensor out = at::empty(t.sizes(), t.options());
+  if (t.numel() == 0) return out;
+  TPU_OP(op).in(t.reshape({-1})).attr(Exclusive).out(out.view({-1})).run([](hlo::Builder& b, Values in, Values) {
+    return ValueList{Exclusive ? lowering::exclusiveCumsum(b, in[0]) : lowering::inclusiveCumsum(b, in[0])};
+  });
+  return out;
+}
+
+// ---- permute_2D_sparse_data ---------------------------------------------------------------
+
+std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseData(const at::Tensor& permute,
+                                                                   const at::Tensor& lengths,
+                                                                   const at::Tensor& values, const OptTensor& weights,
+                                                                   std::optional<c10::SymInt> permutedLengthsSum) {
+  const char* op = "fbgemm::permute_2D_sparse_data";
+  checkIndexTensor(op, "permute", permute);
+  checkIndexTensor(op, "lengths", lengths);
+  checkTpu(op, "values", values);
+  TORCH_CHECK(permute.dim() == 1, op, ": expected a 1-D permute, got ", permute.dim(), "-D");
+  TORCH_CHECK(lengths.dim() == 2, op, ": expected 2-D lengths [T, B], got ", lengths.dim(), "-D");
+  TORCH_CHECK(values.dim() >= 1, op, ": expected values with at least one dim, got a 0-dim tensor");
+  if (has(weights)) {
+    checkTpu(op, "weights", *weights);
+    TORCH_CHECK(weights->dim() >= 1 && weights->size(0) == values.size(0), op, ": expected weights with ",
+                values.size(0), " rows like values, got ", weights->sizes());
+  }
+  int64_t t = lengths.size(0), b = lengths.size(1), p = permute.size(0), n = values.size(0);
+  int64_t outLen;
+  if (permutedLengthsSum.has_value()) {
+    outLen = permutedLengthsSum->expect_int();
+    TORCH_CHECK(outLen >= 0, op, ": permuted_lengths_sum must be >= 0, got ", outLen);
+  } else if (p == 0 || b == 0) {
+    outLen = 0;
+  } else {
+    // The one data-dependent size: without permuted_lengths_sum the permuted values' length is the sum of
+    // the permuted lengths, read on the host (one synchronization), as fbgemm's CUDA kernel does.
+    // TorchRec passes the sum it already holds (KeyedJaggedTensor.permute), so its calls never read.
+    IndexErrorScope scope(op, runtime::ErrorKind::Index);
+    TORCH_CHECK_INDEX(t > 0, op, ": permute indexes features of an empty lengths tensor");
+    outLen = lengths.to(at::kLong).sum(1).index_select(0, permute).sum().item<int64_t>();
+  }
+  std::vector<int64_t> valueShape = values.sizes().vec();
+  valueShape[0] = outLen;
+  at::Tensor pl = at::empty({p, b}, lengths.options());
+  at::Tensor pv = at::empty(valueShape, values.options());
+  OptTensor pw;
+  if (has(weights)) {
+    std::vector<int64_t> ws = weights->sizes().vec();
+    ws[0] = outLen;
+    pw = at::empty(ws, weights->options());
+  }
+  if (p == 0) return {pl, pv, pw};
+  TORCH_CHECK_INDEX(t > 0, op, ": permute indexes features of an empty lengths tensor");
+  if (outLen == 0 || pv.numel() == 0 || b == 0) {
+    // Only the lengths hold anything (values rows of zero elements, or no rows): gather the rows of lengths.
+    IndexErrorScope scope(op, runtime::ErrorKind::Index);
+    pl.copy_(lengths.index_select(0, permute));
+    if (outLen > 0) {
+      pv.zero_();
+      if (pw) pw->zero_();
+    }
+    return {pl, pv, pw};
+  }
+  TORCH_CHECK_INDEX(n > 0, op, ": the permuted lengths hold ", outLen, " values, but values is empty");
+  bool w = has(weights);
+  Op call = TPU_OP("fbgemm::permute_2D_sparse_data");
+  call.in(permute).in(lengths).in(values);
+  if (w) call.in(*weights);
+  call.attr(outLen).attr(w).checksIndices(runtime::ErrorKind::Index).out(pl).out(pv);
+  if (w) call.out(*pw);
+  call.run([outLen, w](hlo::Builder& b, Values in, Values) {
+    lowering::PermutedSparse r =
+        lowering::permuteSparseData(b, in[0], in[1], in[2], w ? &in[3] : nullptr, outLen);
+    ValueList out{r.lengths, r.values};
+    if (w) out.push_back(r.weights);
+    out.push_back(r.outOfRange);
+    return out;
+  });
+  return {pl, pv, pw};
+}
+
+std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseDataInput1D(
+    const at::Tensor& permute, const at::Tensor& lengths, const at::Tensor& values, c10::SymInt stride,
+    const OptTensor& weights, std::optional<c10::SymInt> permutedLengthsSum) {
+  const char* op = "fbgemm::permute_2D_sparse_data_input1D";
+  TORCH_CHECK(lengths.dim() == 1, op, ": expected 1-D lengths, got ", lengths.dim(), "-D");
+  int64_t s = stride.expect_int();
+  TORCH_CHECK(s > 0 && lengths.numel() % s == 0, op, ": stride ", s, " does not divide the ", lengths.numel(),
+              " lengths");
+  auto [pl, pv, pw] = permute2DSparseData(permute, lengths.view({-1, s}), values, weights,
+                                          std::move(permutedLengthsSum));
+  return {pl.view({-1}), pv, pw};
+}
+
+at::Tensor invertPermute(const at::Tensor& permute) {
+  const char* op = "fbgemm::invert_permute";
+  checkIndexTensor(op, "permute", permute);
+  TORCH_CHECK(permute.dim() == 1, op, ": expected a 1-D permute, got ", permute.dim(), "-D");
+  at::Tensor out = at::empty_like(permute, at::MemoryFormat::Contiguous);
+  if (permute.numel() == 0) return out;
+  TPU_OP("fbgemm::invert_permute").in(permute).checksIndices(runtime::ErrorKind::Index).out(out).run(
+      [](hlo::Builder& b, Values in, Values) {
+        auto [inv, bad] = lowering::invertPermute(b, in[0]);
+        return ValueList{inv, bad};
+      });
+  return out;
+}
+
+// ---- jagged <-> padded dense --------------------------------------------------------------
+
+void checkOffsets(const char* op, at::TensorList offsets) {
+  TORCH_CHECK(!offsets.empty(), op, ": expected at least one offsets tensor");
+  for (const at::Tensor& o : offsets) {
+    checkIndexTensor(op, "offsets", o);
+    TORCH_CHECK(o.dim() == 1 && o.numel() >= 1, op, ": expected 1-D offsets with at least one entry, got ",
+                o.sizes());
+  }
+}
+
+at::Tensor jaggedToPaddedDenseForward(const at::Tensor& values, const std::vector<at::Tensor>& offsets,
+                                      c10::SymIntArrayRef maxLengths, double paddingValue) {
+  const char* op = "fbgemm::jagged_to_padded_dense_forward";
+  checkTpu(op, "values", values);
+  checkOffsets(op, offsets);
+  TORCH_CHECK(maxLengths.size() == offsets.size(), op, ": max_lengths.size(), ", maxLengths.size(),
+              " != num_jagged_dim, ", offsets.size());
+  TORCH_CHECK(values.dim() == 1 || values.dim() == 2, op, ": expected 1-D or 2-D values, got ", values.dim(), "-D");
+  TORCH_CHECK(values.scalar_type() != at::kBool && !values.is_complex(), op, ": unsupported values dtype ",
+              values.scalar_type());
+  std::vector<int64_t> ml;
+  for (const c10::SymInt& m : maxLengths) {
+    ml.push_back(m.expect_int());
+    TORCH_CHECK(ml.back() >= 0, op, ": max_lengths must be >= 0, got ", ml.back());
+  }
+  bool folded = values.dim() == 1;
+  std::vector<int64_t> shape{offsets[0].numel() - 1};
+  shape.insert(shape.end(), ml.begin(), ml.end());
+  if (!folded) shape.push_back(values.size(1));
+  if (values.numel() == 0) return at::full(shape, paddingValue, values.options());
+  at::Tensor out = at::empty(shape, values.options());
+  if (out.numel() == 0) return out;
+  at::Tensor v2 = folded ? values.unsqueeze(1) : values;
+  Op call = TPU_OP("fbgemm::jagged_to_padded_dense_forward");
+  call.in(v2);
+  for (const at::Tensor& o : offsets) call.in(o);
+  call.scalar(paddingValue, values.scalar_type()).attrs(ml).checksIndices(runtime::ErrorKind::Index)
+      .out(folded ? out.unsqueeze(-1) : out)
+      .run([k = offsets.size(), ml](hlo::Builder& b, Values in, Values ops) {
+        auto [dense, bad] = lowering::jaggedToPaddedDense(b, in[0], in.subspan(1, k), ml, ops[0]);
+        return ValueList{dense, bad};
+      });
+  return out;
+}
+
+at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector<at::Tensor>& offsets,
+                                       c10::SymInt totalLArg) {
+  const char* op = "fbgemm::jagged_to_padded_dense_backward";
+  checkTpu(op, "grad_output", grad);
+  checkOffsets(op, offsets);
+  int64_t k = static_cast<int64_t>(offsets.size()), totalL = totalLArg.expect_int();
+  TORCH_CHECK(totalL >= 0, op, ": total_L must be >= 0, got ", totalL);
+  bool folded = grad.dim() == k + 1;
+  TORCH_CHECK(folded || grad.dim() == k + 2, op, ": expected grad_output of ", k + 1, " or ", k + 2,
+              " dims for ", k, " jagged dims, got ", grad.dim());
+  TORCH_CHECK(grad.size(0) == offsets[0].numel() - 1, op, ": grad_output has ", grad.size(0),
+              " rows, offsets[0] describes ", offsets[0].numel() - 1);
+  at::Tensor g = folded ? grad.unsqueeze(-1) : grad;
+  int64_t d = g.size(-1);
+  at::Tensor out = at::zeros({totalL, d}, grad.options());
+  if (out.numel() != 0 && g.numel() != 0) {
+    Op call = TPU_OP("fbgemm::jagged_to_padded_dense_backward");
+    call.in(g);
+    for (const at::Tensor& o : offsets) call.in(o);
+    call.attr(totalL).checksIndices(runtime::ErrorKind::Index).out(out).run(
+        [k, totalL](hlo::Builder& b, Values in, Values) {
+          auto [gv, bad] = lowering::jaggedToPaddedDenseBackward(b, in[0], in.subspan(1, k), totalL);
+          return ValueList{gv, bad};
+        });
+  }
+  return folded ? out.squeeze(-1) : out;
+}
+
+// ---- permute_pooled_embs ------------------------------------------------------------------
+
+at::Tensor permutePooledEmbs(const at::Tensor& pooled, const at::Tensor& offsetDimList, const at::Tensor& permuteList,
+                             const at::Tensor& invOffsetDimList, const at::Tensor& invPermuteList) {
+  const char* op = "fbgemm::permute_pooled_embs";
+  checkTpu(op, "pooled_embs", pooled);
+  checkTpu(op, "offset_dim_list", offsetDimList);
+  checkTpu(op, "permute_list", permuteList);
+  // fbgemm's own checks and messages.
+  TORCH_CHECK(offsetDimList.scalar_type() == at::kLong, "offset_dim_list needs to have long/int64 type");
+  TORCH_CHECK(permuteList.scalar_type() == at::kLong, "permute_list needs to have long/int64 type");
+  TORCH_CHECK(pooled.dim() == 2, op, ": expected 2-D pooled_embs [B, sum(D)], got ", pooled.dim(), "-D");
+  TORCH_CHECK(permuteList.dim() == 1 && offsetDimList.dim() == 1, op,
+              ": expected 1-D offset_dim_list and permute_list");
+  int64_t n = permuteList.numel();
+  TORCH_CHECK(offsetDimList.numel() >= n, op, ": offset_dim_list has ", offsetDimList.numel(),
+              " entries, fewer than the ", n, " pieces of permute_list");
+  at::Tensor out = at::empty(pooled.sizes(), pooled.options());
+  if (out.numel() == 0) return out;
+  TORCH_CHECK(n > 0, op, ": permute_list is empty but pooled_embs has ", pooled.size(1), " columns");
+  std::string message = std::string(op) + ": permute_list is not a permutation of the " + std::to_string(n) +
+                        " pieces that offset_dim_list splits pooled_embs into (or the pieces do not cover its " +
+                        std::to_string(pooled.size(1)) + " columns once)";
+  TPU_OP("fbgemm::permute_pooled_embs").in(pooled).in(offsetDimList).in(permuteList).asserts(message).out(out).run(
+      [](hlo::Builder& b, Values in, Values) {
+        auto [r, failed] = lowering::permutePooledEmbs(b, in[0], in[1], in[2]);
+        return ValueList{r, failed};
+      });
+  return out;
+}
+
+}  // namespace
+
+// Kernels for namespace fbgemm before fbgemm_gpu defines it: the dispatcher keeps them and checks each against
+// the schema that `import fbgemm_gpu` registers. The dispatcher also requires every unboxed kernel of an op to
+// have one C++ signature (SymInt-taking kernels are compared among themselves): where fbgemm 1.8's kernels take
+// SymInts, the signatures below are its exactly (`const std::vector<at::Tensor>&` for Tensor[], not
+// at::TensorList). A mismatch aborts `import fbgemm_gpu` in a process that loaded torch_tpu, so a new fbgemm
+// release must be checked against these (tests/torchrec imports fbgemm_gpu first thing).
+TORCH_LIBRARY_IMPL(fbgemm, PrivateUse1, m) {
+  m.impl("asynchronous_complete_cumsum", completeCumsum);
+  m.impl("asynchronous_exclusive_cumsum", flatCumsum<true>);
+  m.impl("asynchronous_inclusive_cumsum", flatCumsum<false>);
+  m.impl("permute_2D_sparse_data", permute2DSparseData);
+  m.impl("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
+  m.impl("invert_permute", invertPermute);
+  m.impl("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
+  m.impl("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
+  m.impl("permute_pooled_embs", permutePooledEmbs);
+  // Reached only below autograd (inference mode, or grad disabled at the autograd kernel's redispatch):
+  // fbgemm's Autograd kernel for it calls permute_pooled_embs itself.
+  m.impl("permute_pooled_embs_auto_grad", permutePooledEmbs);
+}
+
+}  // namespace tpu::aten
