@@ -97,6 +97,15 @@ def test_permute_2D_sparse_data_2d_values_and_input1D(mode):
     assert_close(got, want, rtol=0, atol=0)
 
 
+def test_permute_2D_sparse_data_empty(mode):
+    lengths = torch.zeros(3, 2, dtype=torch.long)  # no values at all
+    values, weights = torch.zeros(0, dtype=torch.long), torch.zeros(0)
+    for perm in [torch.tensor([2, 0], dtype=torch.int32), torch.zeros(0, dtype=torch.int32)]:
+        want = fbgemm.permute_2D_sparse_data(perm, lengths, values, weights)
+        got = fbgemm.permute_2D_sparse_data(_tpu(perm), _tpu(lengths), _tpu(values), _tpu(weights))
+        assert_close(got, want, rtol=0, atol=0)
+
+
 def test_permute_2D_sparse_data_backward(mode):
     g = torch.Generator().manual_seed(3)
     lengths, _, weights = _sparse(4, 2, g)
@@ -201,6 +210,8 @@ def test_bad_input_raises(mode):
     with pytest.raises(IndexError, match="jagged_to_padded_dense"):
         # offsets promise 5 values, there are 3
         fbgemm.jagged_to_padded_dense_forward(_tpu(torch.ones(3, 2)), [_tpu(torch.tensor([0, 2, 5]))], [4]).cpu()
+    with pytest.raises(IndexError, match="invert_permute"):
+        fbgemm.invert_permute(_tpu(torch.tensor([0, 3, 1]))).cpu()
     dims, perm = [2, 2], torch.tensor([0, 0])
     offsets = torch.tensor([0, 2, 4])
     with pytest.raises(RuntimeError, match="permute_pooled_embs: permute_list is not a permutation"):
