@@ -153,6 +153,17 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseDataInput1D(
   return {pl.view({-1}), pv, pw};
 }
 
+// Each length is one segment (a 1-D lengths [T * B] with B = 1): the variable-batch form TorchRec uses.
+std::tuple<at::Tensor, at::Tensor, OptTensor> permute1DSparseData(const at::Tensor& permute,
+                                                                   const at::Tensor& lengths,
+                                                                   const at::Tensor& values, const OptTensor& weights,
+                                                                   std::optional<c10::SymInt> permutedLengthsSum) {
+  TORCH_CHECK(lengths.dim() == 1, "fbgemm::permute_1D_sparse_data: expected 1-D lengths, got ", lengths.dim(), "-D");
+  auto [pl, pv, pw] = permute2DSparseData(permute, lengths.view({-1, 1}), values, weights,
+                                          std::move(permutedLengthsSum));
+  return {pl.view({-1}), pv, pw};
+}
+
 at::Tensor invertPermute(const at::Tensor& permute) {
   const char* op = "fbgemm::invert_permute";
   checkIndexTensor(op, "permute", permute);
@@ -163,6 +174,51 @@ at::Tensor invertPermute(const at::Tensor& permute) {
       [](hlo::Builder& b, Values in, Values) {
         auto [inv, bad] = lowering::invertPermute(b, in[0]);
         return ValueList{inv, bad};
+      });
+  return out;
+}
+
+// ---- segments of offsets ------------------------------------------------------------------
+
+at::Tensor offsetsRange(const at::Tensor& offsets, c10::SymInt rangeSizeArg) {
+  const char* op = "fbgemm::offsets_range";
+  checkIndexTensor(op, "offsets", offsets);
+  TORCH_CHECK(offsets.dim() == 1, op, ": expected 1-D offsets, got ", offsets.dim(), "-D");
+  int64_t rangeSize = rangeSizeArg.expect_int();
+  TORCH_CHECK(rangeSize >= 0, op, ": range_size must be >= 0, got ", rangeSize);
+  at::Tensor out = at::empty({rangeSize}, offsets.options());
+  if (rangeSize == 0) return out;
+  TPU_OP("fbgemm::offsets_range").in(offsets).attr(rangeSize).out(out).run([rangeSize](hlo::Builder& b, Values in,
+                                                                                        Values) {
+    return ValueList{lowering::offsetsRange(b, in[0], rangeSize)};
+  });
+  return out;
+}
+
+at::Tensor segmentSumCsr(c10::SymInt batchSizeArg, const at::Tensor& csrSeg, const at::Tensor& values) {
+  const char* op = "fbgemm::segment_sum_csr";
+  checkIndexTensor(op, "csr_seg", csrSeg);
+  checkTpu(op, "values", values);
+  TORCH_CHECK(csrSeg.dim() == 1 && csrSeg.numel() >= 1, op, ": expected 1-D csr_seg with at least one entry, got ",
+              csrSeg.sizes());
+  at::ScalarType st = values.scalar_type();
+  TORCH_CHECK(at::isIntegralType(st, false) || st == at::kFloat || st == at::kDouble, op,
+              ": expected integer, float32 or float64 values, got ", st);
+  int64_t batchSize = batchSizeArg.expect_int(), s = csrSeg.numel() - 1;
+  TORCH_CHECK(batchSize >= 0, op, ": batch_size must be >= 0, got ", batchSize);
+  at::Tensor flat = values.reshape({-1});  // as fbgemm, values are read in memory order
+  if (s == 0) return at::empty({0}, values.options());
+  if (flat.numel() == 0) {
+    // Every segment must then be empty: read the last bound (one synchronization, on this degenerate input only).
+    TORCH_CHECK_INDEX((csrSeg[-1].item<int64_t>() - csrSeg[0].item<int64_t>()) * batchSize <= 0, op,
+                      ": csr_seg describes values past the end of the 0 values");
+    return at::zeros({s}, values.options());
+  }
+  at::Tensor out = at::empty({s}, values.options());
+  TPU_OP("fbgemm::segment_sum_csr").in(csrSeg).in(flat).attr(batchSize).checksIndices(runtime::ErrorKind::Index)
+      .out(out).run([batchSize](hlo::Builder& b, Values in, Values) {
+        auto [sums, bad] = lowering::segmentSumCsr(b, batchSize, in[0], in[1]);
+        return ValueList{sums, bad};
       });
   return out;
 }
@@ -213,12 +269,11 @@ at::Tensor jaggedToPaddedDenseForward(const at::Tensor& values, const std::vecto
   return out;
 }
 
-at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector<at::Tensor>& offsets,
-                                       c10::SymInt totalLArg) {
-  const char* op = "fbgemm::jagged_to_padded_dense_backward";
+at::Tensor denseToJagged(const char* op, const at::Tensor& grad, const std::vector<at::Tensor>& offsets,
+                         int64_t totalL) {
   checkTpu(op, "grad_output", grad);
   checkOffsets(op, offsets);
-  int64_t k = static_cast<int64_t>(offsets.size()), totalL = totalLArg.expect_int();
+  int64_t k = static_cast<int64_t>(offsets.size());
   TORCH_CHECK(totalL >= 0, op, ": total_L must be >= 0, got ", totalL);
   bool folded = grad.dim() == k + 1;
   TORCH_CHECK(folded || grad.dim() == k + 2, op, ": expected grad_output of ", k + 1, " or ", k + 2,
@@ -229,7 +284,7 @@ at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector
   int64_t d = g.size(-1);
   at::Tensor out = at::zeros({totalL, d}, grad.options());
   if (out.numel() != 0 && g.numel() != 0) {
-    Op call = TPU_OP("fbgemm::jagged_to_padded_dense_backward");
+    Op call = TPU_OP(op);
     call.in(g);
     for (const at::Tensor& o : offsets) call.in(o);
     call.attr(totalL).checksIndices(runtime::ErrorKind::Index).out(out).run(
@@ -239,6 +294,22 @@ at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector
         });
   }
   return folded ? out.squeeze(-1) : out;
+}
+
+at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector<at::Tensor>& offsets,
+                                       c10::SymInt totalL) {
+  return denseToJagged("fbgemm::jagged_to_padded_dense_backward", grad, offsets, totalL.expect_int());
+}
+
+// The same map as jagged_to_padded_dense_backward: each value read at its padded position. total_L, when not
+// given, is the last offset of the innermost level, read on the host (one synchronization, as fbgemm's kernels).
+at::Tensor denseToJaggedForward(const at::Tensor& dense, const std::vector<at::Tensor>& offsets,
+                                std::optional<c10::SymInt> totalL) {
+  const char* op = "fbgemm::dense_to_jagged_forward";
+  checkTpu(op, "dense", dense);
+  checkOffsets(op, offsets);
+  int64_t total = totalL.has_value() ? totalL->expect_int() : offsets.back()[-1].item<int64_t>();
+  return denseToJagged(op, dense, offsets, total);
 }
 
 // ---- permute_pooled_embs ------------------------------------------------------------------
@@ -287,6 +358,10 @@ TORCH_LIBRARY_IMPL(fbgemm, PrivateUse1, m) {
   m.impl("permute_2D_sparse_data", permute2DSparseData);
   m.impl("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
   m.impl("invert_permute", invertPermute);
+  m.impl("permute_1D_sparse_data", permute1DSparseData);
+  m.impl("offsets_range", offsetsRange);
+  m.impl("segment_sum_csr", segmentSumCsr);
+  m.impl("dense_to_jagged_forward", denseToJaggedForward);
   m.impl("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
   m.impl("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
   m.impl("permute_pooled_embs", permutePooledEmbs);

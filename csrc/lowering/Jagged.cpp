@@ -122,6 +122,32 @@ std::pair<Value, Value> invertPermute(Builder& b, Value permute) {
   return {b.convert(inv, permute.dtype()), anyOutOfRange(b, perm, 0, n)};
 }
 
+Value offsetsRange(Builder& b, Value offsets, int64_t rangeSize) {
+  hlo::Type t{DType::S64, {rangeSize}};
+  if (offsets.shape()[0] == 0) return b.convert(b.iota(t, 0), offsets.dtype());
+  Value starts = b.convert(offsets, DType::S64);
+  Value seg = segmentOf(b, starts, rangeSize);
+  return b.convert(b.sub(b.iota(t, 0), take(b, starts, seg)), offsets.dtype());
+}
+
+std::pair<Value, Value> segmentSumCsr(Builder& b, int64_t batchSize, Value csrSeg, Value values) {
+  int64_t s = csrSeg.shape()[0] - 1, n = values.shape()[0];
+  if (s < 1 || n == 0) throw std::invalid_argument("segmentSumCsr: empty inputs are handled by the caller");
+  hlo::Type ts{DType::S64, {s}}, tn{DType::S64, {n}};
+  Value bounds = b.mul(b.convert(csrSeg, DType::S64), b.full({DType::S64, {s + 1}}, static_cast<double>(batchSize)));
+  Value starts = b.slice(bounds, {0}, {s}, {1}), ends = b.slice(bounds, {1}, {s + 1}, {1});
+  Value seg = segmentOf(b, starts, n);
+  Value pos = b.iota(tn, 0);
+  // A position belongs to its segment when it lies before the segment's end (after the last end, or before the
+  // first start, it belongs to none); such positions are sent past the last sum, where the scatter drops them.
+  Value inside = predAnd(b, b.compare(Cmp::LT, pos, take(b, ends, seg)),
+                         b.compare(Cmp::GE, pos, take(b, starts, seg)));
+  Value target = b.select(inside, seg, b.full(tn, static_cast<double>(s)));
+  Value sums = indexScatter(b, b.full({values.dtype(), {s}}, 0), target, values, 0, Reduce::Add);
+  Value past = b.compare(Cmp::GT, b.slice(bounds, {s}, {s + 1}, {1}), b.reshape(s64(b, n), {1}));
+  return {sums, anyTrue(b, past)};
+}
+
 JaggedPositions jaggedPositions(Builder& b, std::span<const Value> offsets, const std::vector<int64_t>& maxLengths,
                                 int64_t numRows) {
   if (offsets.empty() || offsets.size() != maxLengths.size())

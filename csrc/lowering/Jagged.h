@@ -41,6 +41,15 @@ PermutedSparse permuteSparseData(Builder& b, Value permute, Value lengths, Value
 // fbgemm::invert_permute: {inverse (permute's dtype), outOfRange}; inverse[permute[i]] = i.
 std::pair<Value, Value> invertPermute(Builder& b, Value permute);
 
+// fbgemm::offsets_range: for each of rangeSize positions, its distance from the start of its segment; segment i
+// starts at offsets[i] (S64 after conversion, non-decreasing) and the last one runs to rangeSize. In offsets'
+// dtype.
+Value offsetsRange(Builder& b, Value offsets, int64_t rangeSize);
+
+// fbgemm::segment_sum_csr: values [N] summed per segment i = [csrSeg[i] * batchSize, csrSeg[i + 1] * batchSize),
+// S = csrSeg.size - 1 sums in values' dtype. Returns {sums, outOfRange} (a segment reaching past N).
+std::pair<Value, Value> segmentSumCsr(Builder& b, int64_t batchSize, Value csrSeg, Value values);
+
 struct JaggedPositions {
   Value index;       // S64 [B, L1, ..., Lk]: the row of `values` at each padded position (0 where invalid)
   Value valid;       // pred [B, L1, ..., Lk]: the position holds a value (inside every jagged length)
@@ -55,8 +64,9 @@ JaggedPositions jaggedPositions(Builder& b, std::span<const Value> offsets, cons
 // dtype) where no value is. Returns {dense, outOfRange}.
 std::pair<Value, Value> jaggedToPaddedDense(Builder& b, Value values, std::span<const Value> offsets,
                                             const std::vector<int64_t>& maxLengths, Value padding);
-// fbgemm::jagged_to_padded_dense_backward: grad [B, L1, ..., Lk, D] -> [totalL, D], each value's gradient
-// read at its padded position, 0 for values the forward truncated. Returns {grad_values, outOfRange}.
+// fbgemm::jagged_to_padded_dense_backward (and dense_to_jagged_forward, the same map): grad [B, L1, ..., Lk, D]
+// -> [totalL, D], each value read at its padded position, 0 for values past max_lengths. Returns {values,
+// outOfRange}.
 std::pair<Value, Value> jaggedToPaddedDenseBackward(Builder& b, Value grad, std::span<const Value> offsets,
                                                     int64_t totalL);
 

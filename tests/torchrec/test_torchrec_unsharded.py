@@ -97,6 +97,44 @@ def test_permute_2D_sparse_data_2d_values_and_input1D(mode):
     assert_close(got, want, rtol=0, atol=0)
 
 
+def test_permute_1D_sparse_data(mode):
+    g = torch.Generator().manual_seed(15)
+    lengths, values, weights = _sparse(2, 3, g)
+    flat = lengths.reshape(-1)
+    perm = torch.tensor([5, 0, 3, 3, 1], dtype=torch.int32)  # segments, repeated and dropped
+    want = fbgemm.permute_1D_sparse_data(perm, flat, values, weights)
+    got = fbgemm.permute_1D_sparse_data(_tpu(perm), _tpu(flat), _tpu(values), _tpu(weights))
+    assert_close(got, want, rtol=0, atol=0)
+
+
+def test_offsets_range_and_segment_sum_csr(mode):
+    offsets = torch.tensor([0, 2, 2, 5, 9])
+    for dtype in [torch.int64, torch.int32]:
+        want = fbgemm.offsets_range(offsets.to(dtype), 11)
+        assert_close(fbgemm.offsets_range(_tpu(offsets.to(dtype)), 11), want)
+    csr = torch.tensor([0, 1, 1, 3, 4], dtype=torch.int32)
+    g = torch.Generator().manual_seed(16)
+    for values in [torch.randn(9, generator=g), torch.randint(-5, 5, (8,), generator=g)]:
+        want = fbgemm.segment_sum_csr(2, csr, values)
+        assert_close(fbgemm.segment_sum_csr(2, _tpu(csr), _tpu(values)), want)
+
+
+def test_dense_to_jagged_forward_backward(mode):
+    lengths = torch.tensor([2, 0, 3, 1])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    dense = torch.randn(4, 3, 2, generator=torch.Generator().manual_seed(17))
+    outs = []
+    for dev in ["cpu", "tpu"]:
+        d = _leaf(dense, dev)
+        values, _ = fbgemm.dense_to_jagged(d, [offsets.to(dev)])
+        r = torch.randn(values.shape, generator=torch.Generator().manual_seed(18)).to(dev)
+        (values * r).sum().backward()
+        outs.append((values.detach(), d.grad))
+    assert_close(outs[1], outs[0], rtol=0, atol=0)
+    got = fbgemm.dense_to_jagged_forward(_tpu(dense), [_tpu(offsets)], 6)
+    assert_close(got, fbgemm.dense_to_jagged_forward(dense, [offsets], 6))
+
+
 def test_permute_2D_sparse_data_empty(mode):
     lengths = torch.zeros(3, 2, dtype=torch.long)  # no values at all
     values, weights = torch.zeros(0, dtype=torch.long), torch.zeros(0)
@@ -245,6 +283,29 @@ def test_keyed_jagged_tensor_ops(mode):
                  atol=0)
     for key in ["f1", "f3"]:
         assert_close(tpu[key].to_padded_dense(3), cpu[key].to_padded_dense(3))
+
+
+def test_embedding_collection_forward_backward(mode):
+    from torchrec.modules.embedding_configs import EmbeddingConfig
+    from torchrec.modules.embedding_modules import EmbeddingCollection
+
+    torch.manual_seed(19)
+    ec = EmbeddingCollection(tables=[EmbeddingConfig(name="t1", embedding_dim=4, num_embeddings=10,
+                                                     feature_names=["f1", "f2"]),
+                                     EmbeddingConfig(name="t2", embedding_dim=4, num_embeddings=7,
+                                                     feature_names=["f3"])], device=torch.device("cpu"))
+    results = []
+    for m, dev in [(ec, "cpu"), (copy.deepcopy(ec).to("tpu"), "tpu")]:
+        out = m(_kjt(dev))
+        assert list(out.keys()) == ["f1", "f2", "f3"]
+        dense = [out[k].to_padded_dense(3) for k in ["f1", "f2", "f3"]]  # jagged_to_padded_dense
+        r = torch.randn(3, 4, 3, 4, generator=torch.Generator().manual_seed(20)).to(dev)
+        (torch.stack(dense) * r).sum().backward()
+        results.append([*[d.detach() for d in dense], *[out[k].lengths() for k in out],
+                        *[p.grad for p in m.parameters()]])
+    # Rows are gathered and padded exactly; each weight gradient sums a few entries of r (the order may differ
+    # from CPU's): float32 assert_close.
+    assert_close(results[1], results[0])
 
 
 def _ebc(pooling, weighted):
