@@ -1,13 +1,15 @@
 // The fbgemm ops TorchRec runs on a KeyedJaggedTensor / KeyedTensor, as tpu kernels under fbgemm's own schemas
-// (fbgemm_gpu defines them when it is imported; the dispatcher accepts these kernels before that and checks
-// them against the schemas then). Each is one program over csrc/lowering/Jagged.cpp: lengths and offsets stay
-// on the device, and every output size is one the host already knows (input sizes, max_lengths, total_L,
-// permuted_lengths_sum). The one exception is documented at permute_2D_sparse_data. Autograd is fbgemm's own:
+// (fbgemm_gpu defines them when it is imported; registerFbgemmKernels at the end adds these right after). Each
+// is one program over csrc/lowering/Jagged.cpp: lengths and offsets stay on the device, and every output size
+// is one the host already knows (input sizes, max_lengths, total_L, permuted_lengths_sum). The exceptions are
+// documented where they read (permute_2D_sparse_data without permuted_lengths_sum, dense_to_jagged_forward
+// without total_L, segment_sum_csr of no values). Autograd is fbgemm's own:
 // its Autograd kernels (permute_pooled_embs_auto_grad, jagged_to_padded_dense) and Python formulas
 // (permute_2D_sparse_data, via invert_permute) call the forward and backward ops registered here.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <string>
 
 #include "OpRunner.h"
@@ -345,29 +347,40 @@ at::Tensor permutePooledEmbs(const at::Tensor& pooled, const at::Tensor& offsetD
 
 }  // namespace
 
-// Kernels for namespace fbgemm before fbgemm_gpu defines it: the dispatcher keeps them and checks each against
-// the schema that `import fbgemm_gpu` registers. The dispatcher also requires every unboxed kernel of an op to
-// have one C++ signature (SymInt-taking kernels are compared among themselves): where fbgemm 1.8's kernels take
-// SymInts, the signatures below are its exactly (`const std::vector<at::Tensor>&` for Tensor[], not
-// at::TensorList). A mismatch aborts `import fbgemm_gpu` in a process that loaded torch_tpu, so a new fbgemm
-// release must be checked against these (tests/torchrec imports fbgemm_gpu first thing).
-TORCH_LIBRARY_IMPL(fbgemm, PrivateUse1, m) {
-  m.impl("asynchronous_complete_cumsum", completeCumsum);
-  m.impl("asynchronous_exclusive_cumsum", flatCumsum<true>);
-  m.impl("asynchronous_inclusive_cumsum", flatCumsum<false>);
-  m.impl("permute_2D_sparse_data", permute2DSparseData);
-  m.impl("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
-  m.impl("invert_permute", invertPermute);
-  m.impl("permute_1D_sparse_data", permute1DSparseData);
-  m.impl("offsets_range", offsetsRange);
-  m.impl("segment_sum_csr", segmentSumCsr);
-  m.impl("dense_to_jagged_forward", denseToJaggedForward);
-  m.impl("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
-  m.impl("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
-  m.impl("permute_pooled_embs", permutePooledEmbs);
-  // Reached only below autograd (inference mode, or grad disabled at the autograd kernel's redispatch):
-  // fbgemm's Autograd kernel for it calls permute_pooled_embs itself.
-  m.impl("permute_pooled_embs_auto_grad", permutePooledEmbs);
+// The kernels go into the dispatcher once fbgemm_gpu has defined its ops (torch_tpu/torchrec/__init__.py calls
+// this right after `import fbgemm_gpu` finishes), not at load time. The dispatcher would accept them earlier,
+// but it requires every unboxed kernel of an op to have one C++ signature (SymInt-taking kernels compared among
+// themselves), and a mismatch found while fbgemm_gpu's library loads aborts the process: an fbgemm release whose
+// signatures differ from 1.8's would make `import fbgemm_gpu` crash wherever torch_tpu is installed. Registered
+// afterwards, a mismatch is an exception here: the kernels registered so far are withdrawn (the Library's
+// destructor) and the message returned, for a warning. Where fbgemm 1.8's kernels take SymInts, the signatures
+// above are its exactly (`const std::vector<at::Tensor>&` for Tensor[], not at::TensorList).
+std::string registerFbgemmKernels() {
+  static std::unique_ptr<torch::Library> lib;
+  if (lib) return "";
+  try {
+    auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "fbgemm", c10::DispatchKey::PrivateUse1,
+                                              __FILE__, __LINE__);
+    m->impl("asynchronous_complete_cumsum", completeCumsum);
+    m->impl("asynchronous_exclusive_cumsum", flatCumsum<true>);
+    m->impl("asynchronous_inclusive_cumsum", flatCumsum<false>);
+    m->impl("permute_2D_sparse_data", permute2DSparseData);
+    m->impl("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
+    m->impl("permute_1D_sparse_data", permute1DSparseData);
+    m->impl("invert_permute", invertPermute);
+    m->impl("offsets_range", offsetsRange);
+    m->impl("segment_sum_csr", segmentSumCsr);
+    m->impl("dense_to_jagged_forward", denseToJaggedForward);
+    m->impl("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
+    m->impl("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
+    m->impl("permute_pooled_embs", permutePooledEmbs);
+    // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
+    m->impl("permute_pooled_embs_auto_grad", permutePooledEmbs);
+    lib = std::move(m);
+  } catch (const c10::Error& e) {
+    return e.what_without_backtrace();
+  }
+  return "";
 }
 
 }  // namespace tpu::aten

@@ -42,6 +42,22 @@ def _assert_within_cpu_error(got, want32, exact):
     torch.testing.assert_close(got.detach().cpu().double(), exact.detach(), atol=tol, rtol=0)
 
 
+NATIVE_OPS = ["asynchronous_complete_cumsum", "asynchronous_exclusive_cumsum", "asynchronous_inclusive_cumsum",
+              "permute_2D_sparse_data", "permute_2D_sparse_data_input1D", "permute_1D_sparse_data", "invert_permute",
+              "offsets_range", "segment_sum_csr", "dense_to_jagged_forward", "jagged_to_padded_dense_forward",
+              "jagged_to_padded_dense_backward", "permute_pooled_embs", "permute_pooled_embs_auto_grad"]
+
+
+def test_kernels_registered_after_fbgemm_import():
+    # torch_tpu.torchrec's import hook registered them when fbgemm_gpu finished importing; again is a no-op.
+    import torch_tpu.torchrec
+
+    for op in NATIVE_OPS:
+        dump = torch._C._dispatch_dump(f"fbgemm::{op}")
+        assert any(line.startswith("PrivateUse1:") and "JaggedKernels.cpp" in line for line in dump.splitlines()), op
+    assert torch_tpu.torchrec.register_kernels() is True
+
+
 # ---- the fbgemm ops against fbgemm's CPU kernels ---------------------------------------------------------
 
 
