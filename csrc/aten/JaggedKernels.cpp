@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "OpRunner.h"
 #include "csrc/lowering/Jagged.h"
@@ -352,35 +353,41 @@ at::Tensor permutePooledEmbs(const at::Tensor& pooled, const at::Tensor& offsetD
 // but it requires every unboxed kernel of an op to have one C++ signature (SymInt-taking kernels compared among
 // themselves), and a mismatch found while fbgemm_gpu's library loads aborts the process: an fbgemm release whose
 // signatures differ from 1.8's would make `import fbgemm_gpu` crash wherever torch_tpu is installed. Registered
-// afterwards, a mismatch is an exception here: the kernels registered so far are withdrawn (the Library's
-// destructor) and the message returned, for a warning. Where fbgemm 1.8's kernels take SymInts, the signatures
-// above are its exactly (`const std::vector<at::Tensor>&` for Tensor[], not at::TensorList).
+// afterwards, a mismatch is an exception here: each op has a Library of its own, so only that op is left out,
+// and the messages are returned for a warning. Where fbgemm 1.8's kernels take SymInts, the signatures above are
+// its exactly (`const std::vector<at::Tensor>&` for Tensor[], not at::TensorList).
 std::string registerFbgemmKernels() {
-  static std::unique_ptr<torch::Library> lib;
-  if (lib) return "";
-  try {
-    auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "fbgemm", c10::DispatchKey::PrivateUse1,
-                                              __FILE__, __LINE__);
-    m->impl("asynchronous_complete_cumsum", completeCumsum);
-    m->impl("asynchronous_exclusive_cumsum", flatCumsum<true>);
-    m->impl("asynchronous_inclusive_cumsum", flatCumsum<false>);
-    m->impl("permute_2D_sparse_data", permute2DSparseData);
-    m->impl("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
-    m->impl("permute_1D_sparse_data", permute1DSparseData);
-    m->impl("invert_permute", invertPermute);
-    m->impl("offsets_range", offsetsRange);
-    m->impl("segment_sum_csr", segmentSumCsr);
-    m->impl("dense_to_jagged_forward", denseToJaggedForward);
-    m->impl("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
-    m->impl("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
-    m->impl("permute_pooled_embs", permutePooledEmbs);
-    // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
-    m->impl("permute_pooled_embs_auto_grad", permutePooledEmbs);
-    lib = std::move(m);
-  } catch (const c10::Error& e) {
-    return e.what_without_backtrace();
-  }
-  return "";
+  static std::vector<std::unique_ptr<torch::Library>> libs;
+  static bool done = false;
+  if (done) return "";
+  done = true;
+  std::string failures;
+  auto add = [&](const char* name, auto&& kernel) {
+    try {
+      auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "fbgemm", c10::DispatchKey::PrivateUse1,
+                                                __FILE__, __LINE__);
+      m->impl(name, kernel);
+      libs.push_back(std::move(m));
+    } catch (const c10::Error& e) {
+      failures += std::string(failures.empty() ? "" : "; ") + "fbgemm::" + name + ": " + e.what_without_backtrace();
+    }
+  };
+  add("asynchronous_complete_cumsum", completeCumsum);
+  add("asynchronous_exclusive_cumsum", flatCumsum<true>);
+  add("asynchronous_inclusive_cumsum", flatCumsum<false>);
+  add("permute_2D_sparse_data", permute2DSparseData);
+  add("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
+  add("permute_1D_sparse_data", permute1DSparseData);
+  add("invert_permute", invertPermute);
+  add("offsets_range", offsetsRange);
+  add("segment_sum_csr", segmentSumCsr);
+  add("dense_to_jagged_forward", denseToJaggedForward);
+  add("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
+  add("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
+  add("permute_pooled_embs", permutePooledEmbs);
+  // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
+  add("permute_pooled_embs_auto_grad", permutePooledEmbs);
+  return failures;
 }
 
 }  // namespace tpu::aten

@@ -5,7 +5,8 @@ fbgemm_gpu defines its ops (schemas and CPU kernels) when it is imported; the tp
 `install()` puts in place when torch_tpu loads (or at once, if fbgemm_gpu is already imported). Registering
 them only then keeps `import fbgemm_gpu` safe with an fbgemm release whose kernel signatures differ from the
 tested one: the dispatcher's signature check then raises here, and the kernels are left out with a warning,
-instead of aborting the process while fbgemm's library loads.
+instead of aborting the process while fbgemm's library loads. Each op is registered on its own: one refused op
+does not take the others with it.
 """
 import importlib.abc
 import importlib.machinery
@@ -18,7 +19,7 @@ _MODULE = "fbgemm_gpu"
 
 def register_kernels() -> bool:
     """Registers the tpu kernels of fbgemm's ops (idempotent); fbgemm_gpu must be imported. False (with a
-    warning) when the dispatcher refuses them."""
+    warning naming them) when the dispatcher refuses some."""
     from .. import _C
 
     if _MODULE not in sys.modules:
@@ -26,8 +27,8 @@ def register_kernels() -> bool:
     error = _C._register_fbgemm_kernels()
     if error:
         version = getattr(sys.modules.get(_MODULE), "__version__", "unknown")
-        warnings.warn(f"torch_tpu: fbgemm_gpu {version} (tested: {TESTED_FBGEMM}): its ops have no tpu kernels, "
-                      f"TorchRec's jagged tensors will not run on tpu: {error}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"torch_tpu: fbgemm_gpu {version} (tested: {TESTED_FBGEMM}): these ops get no tpu kernel "
+                      f"(they raise NotImplementedError on tpu): {error}", RuntimeWarning, stacklevel=2)
         return False
     return True
 
