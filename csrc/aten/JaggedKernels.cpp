@@ -7,6 +7,7 @@
 // its Autograd kernels (permute_pooled_embs_auto_grad, jagged_to_padded_dense) and Python formulas
 // (permute_2D_sparse_data, via invert_permute) call the forward and backward ops registered here.
 #include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -346,6 +347,68 @@ at::Tensor permutePooledEmbs(const at::Tensor& pooled, const at::Tensor& offsetD
   return out;
 }
 
+// ---- KeyedTensor regrouping (permute_multi_embedding) ------------------------------------
+
+// The signature of fbgemm's Meta kernel, which its autograd op calls through `.typed<>()`.
+std::vector<at::Tensor> permuteMultiEmbeddingFunction(const at::TensorList& pooledEmbs, const at::Tensor& permutes,
+                                                      const at::Tensor& inShapes, const at::Tensor& outShapes,
+                                                      c10::SymIntArrayRef outLengths, const bool& reverse) {
+  const char* op = "fbgemm::permute_multi_embedding_function";
+  TORCH_CHECK(!pooledEmbs.empty(), op, ": expected at least one pooled embedding tensor");
+  checkIndexTensor(op, "permutes", permutes);
+  TORCH_CHECK(permutes.dim() == 2 && permutes.size(1) == 6, op, ": expected permutes [P, 6], got ", permutes.sizes());
+  const at::Tensor& first = pooledEmbs[0];
+  TORCH_CHECK(at::isFloatingType(first.scalar_type()), op, ": expected floating-point embeddings, got ",
+              first.scalar_type());
+  for (const at::Tensor& t : pooledEmbs) {
+    checkTpu(op, "pooled_embs", t);
+    TORCH_CHECK(t.dim() == 2 && t.size(0) == first.size(0) && t.scalar_type() == first.scalar_type(), op,
+                ": expected 2-D embeddings of one batch size and dtype, got ", t.sizes(), " ", t.scalar_type(),
+                " and ", first.sizes(), " ", first.scalar_type());
+  }
+  std::vector<int64_t> lengths;
+  std::vector<at::Tensor> outs;
+  for (const c10::SymInt& l : outLengths) {
+    lengths.push_back(l.expect_int());
+    TORCH_CHECK(lengths.back() >= 0, op, ": out_lengths must be >= 0, got ", lengths.back());
+    outs.push_back(at::empty({first.size(0), lengths.back()}, first.options()));
+  }
+  int64_t total = 0;
+  for (const at::Tensor& o : outs) total += o.numel();
+  if (total == 0) return outs;
+  Op call = TPU_OP("fbgemm::permute_multi_embedding_function");
+  for (const at::Tensor& t : pooledEmbs) call.in(t);
+  call.in(permutes).attr(static_cast<int64_t>(pooledEmbs.size())).attrs(lengths).attr(reverse);
+  const std::string message = std::string(op) + ": permutes name a tensor or columns outside the embeddings, or "
+                              "write one output column twice";  // must outlive run()
+  call.asserts(message);
+  for (const at::Tensor& o : outs) call.out(o);
+  call.run([n = pooledEmbs.size(), lengths, r = reverse](hlo::Builder& b, Values in, Values) {
+    return lowering::permuteMultiEmbedding(b, in.subspan(0, n), in[n], lengths, r);
+  });
+  return outs;
+}
+
+// permute_multi_embedding below autograd (inference mode); fbgemm's Autograd kernel calls the function above.
+std::vector<at::Tensor> permuteMultiEmbedding(const at::TensorList& pooledEmbs, const at::Tensor& permutes,
+                                              const at::Tensor& inShapes, const at::Tensor& outShapes,
+                                              c10::SymIntArrayRef outLengths) {
+  return permuteMultiEmbeddingFunction(pooledEmbs, permutes, inShapes, outShapes, outLengths, false);
+}
+
+// The regrouping plan is host bookkeeping over key names: fbgemm's CPU kernel computes it, and its tensors are
+// moved to the embeddings' device (as its CUDA path does).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<int64_t>> ktRegroupArguments(
+    const at::Tensor& embs, const std::vector<std::vector<std::string>>& keys,
+    const std::vector<std::vector<int64_t>>& lengths, const std::vector<std::vector<std::string>>& groups) {
+  static auto cpuOp = c10::Dispatcher::singleton()
+                          .findSchemaOrThrow("fbgemm::kt_regroup_arguments", "")
+                          .typed<decltype(ktRegroupArguments)>();
+  auto [permutes, inShapes, outShapes, outLengths] =
+      cpuOp.call(at::empty({0}, embs.options().device(c10::kCPU)), keys, lengths, groups);
+  return {permutes.to(embs.device()), inShapes.to(embs.device()), outShapes.to(embs.device()), outLengths};
+}
+
 }  // namespace
 
 // The kernels go into the dispatcher once fbgemm_gpu has defined its ops (torch_tpu/torchrec/__init__.py calls
@@ -384,6 +447,9 @@ std::string registerFbgemmKernels() {
   add("dense_to_jagged_forward", denseToJaggedForward);
   add("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
   add("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
+  add("permute_multi_embedding_function", permuteMultiEmbeddingFunction);
+  add("permute_multi_embedding", permuteMultiEmbedding);
+  add("kt_regroup_arguments", ktRegroupArguments);
   add("permute_pooled_embs", permutePooledEmbs);
   // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
   add("permute_pooled_embs_auto_grad", permutePooledEmbs);

@@ -248,4 +248,78 @@ std::pair<Value, Value> permutePooledEmbs(Builder& b, Value pooled, Value offset
   return {indexSelect(b, pooled, clampIndex(b, src, w), 1), failed};
 }
 
+std::vector<Value> permuteMultiEmbedding(Builder& b, std::span<const Value> inputs, Value permutes,
+                                         const std::vector<int64_t>& outLengths, bool reverse) {
+  int64_t p = permutes.shape()[0], batch = inputs[0].shape()[0];
+  // Widths of the forward's inputs (the "from" side) and outputs (the side every row writes once).
+  std::vector<int64_t> given, made(outLengths);
+  for (const Value& v : inputs) given.push_back(v.shape()[1]);
+  const std::vector<int64_t>& fwdIn = reverse ? made : given;
+  const std::vector<int64_t>& fwdOut = reverse ? given : made;
+  auto bases = [](const std::vector<int64_t>& w) {
+    std::vector<int64_t> base{0};
+    for (int64_t x : w) base.push_back(base.back() + x);
+    return base;
+  };
+  std::vector<int64_t> inBase = bases(fwdIn), outBase = bases(fwdOut);
+  int64_t wIn = inBase.back(), wOut = outBase.back();
+  std::vector<Value> results;
+  Value bad = b.constantInt(DType::Pred, 0);
+  if (p == 0 || wOut == 0 || wIn == 0) {
+    for (int64_t w : made) results.push_back(b.full({inputs[0].dtype(), {batch, w}}, 0));
+    results.push_back(bad);
+    return results;
+  }
+  hlo::Type tp{DType::S64, {p}};
+  Value perm = b.convert(permutes, DType::S64);
+  auto col = [&](int64_t c) { return b.reshape(b.slice(perm, {0, c}, {p, c + 1}, {1, 1}), {p}); };
+  Value inT = col(0), outT = col(1), inOff = col(2), outOff = col(3), len = col(4);
+  auto baseOf = [&](const std::vector<int64_t>& base, Value t, int64_t n) {
+    bad = predOr(b, bad, anyOutOfRange(b, t, 0, n));
+    std::vector<Value> parts;
+    for (int64_t i = 0; i < n; ++i) parts.push_back(b.reshape(s64(b, base[i]), {1}));
+    Value table = b.concatenate(parts, 0);
+    return take(b, table, clampIndex(b, t, n));
+  };
+  Value inStart = b.add(baseOf(inBase, inT, static_cast<int64_t>(fwdIn.size())), inOff);
+  Value outStart = b.add(baseOf(outBase, outT, static_cast<int64_t>(fwdOut.size())), outOff);
+  // Rows must stay inside their tensors.
+  Value inEnd = b.add(inStart, len), outEnd = b.add(outStart, len);
+  Value inLimit = baseOf(inBase, b.add(inT, b.full(tp, 1)), static_cast<int64_t>(inBase.size()));
+  Value outLimit = baseOf(outBase, b.add(outT, b.full(tp, 1)), static_cast<int64_t>(outBase.size()));
+  Value outside = b.binary("or", b.compare(Cmp::GT, inEnd, inLimit), b.compare(Cmp::GT, outEnd, outLimit));
+  outside = b.binary("or", outside, b.compare(Cmp::LT, b.min(inOff, outOff), b.full(tp, 0)));
+  bad = predOr(b, bad, anyTrue(b, outside));
+  // Every forward-output column u: the row that writes it (a [wOut, P] mask) and the input column it reads.
+  hlo::Shape up{wOut, p};
+  Value u = b.iota({DType::S64, up}, 0);
+  Value rs = b.broadcastInDim(outStart, up, {1}), re = b.broadcastInDim(outEnd, up, {1});
+  Value hit = predAnd(b, b.compare(Cmp::GE, u, rs), b.compare(Cmp::LT, u, re));
+  Value hits = reduce(b, ReduceOp::Sum, b.convert(hit, DType::S64), {1});  // [wOut]
+  bad = predOr(b, bad, anyTrue(b, b.compare(Cmp::GT, hits, b.full({DType::S64, {wOut}}, 1))));
+  Value shift = b.select(hit, b.broadcastInDim(b.sub(inStart, outStart), up, {1}), b.full({DType::S64, up}, 0));
+  Value uCol = b.iota({DType::S64, {wOut}}, 0);
+  Value src = b.add(uCol, reduce(b, ReduceOp::Sum, shift, {1}));
+  Value covered = b.compare(Cmp::EQ, hits, b.full({DType::S64, {wOut}}, 1));
+  std::vector<Value> ins(inputs.begin(), inputs.end());
+  Value all = ins.size() == 1 ? ins[0] : b.concatenate(ins, 1);  // [B, sum of given widths]
+  Value out;
+  if (!reverse) {
+    Value rows = indexSelect(b, all, clampIndex(b, src, wIn), 1);  // [B, wOut]
+    out = b.select(b.broadcastInDim(covered, rows.shape(), {1}), rows, b.scalarLike(rows, 0));
+  } else {
+    // The gradient of every forward-output column goes to the input column it was copied from; copies of one
+    // input column add up. Columns no row wrote are sent past the end, where the scatter drops them.
+    Value target = b.select(covered, src, b.full({DType::S64, {wOut}}, static_cast<double>(wIn)));
+    out = indexScatter(b, b.full({all.dtype(), {batch, wIn}}, 0), target, all, 1, Reduce::Add);
+  }
+  int64_t at = 0;
+  for (int64_t w : made) {
+    results.push_back(b.slice(out, {0, at}, {batch, at + w}, {1, 1}));
+    at += w;
+  }
+  results.push_back(bad);
+  return results;
+}
+
 }  // namespace tpu::lowering

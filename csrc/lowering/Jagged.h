@@ -76,4 +76,13 @@ std::pair<Value, Value> jaggedToPaddedDenseBackward(Builder& b, Value grad, std:
 // failed}: failed when permute is not a permutation of [0, n) (the result would not be W columns wide).
 std::pair<Value, Value> permutePooledEmbs(Builder& b, Value pooled, Value offsetDims, Value permute);
 
+// fbgemm::permute_multi_embedding_function: KeyedTensor values regrouped. `inputs` are [B, w_i]; each row of
+// `permutes` [P, 6] (in_tensor, out_tensor, in_offset, out_offset, length, next) copies `length` columns of input
+// in_tensor from in_offset to output out_tensor at out_offset; outputs have outLengths columns. `reverse` is the
+// backward: `inputs` are the forward's outputs (gradients), the results are the forward's inputs (outLengths
+// their widths), each column the sum of the gradients of its copies (0 for a column nothing copied). Returns the
+// outputs and a pred "a row names a missing tensor or column, or two rows write one output column".
+std::vector<Value> permuteMultiEmbedding(Builder& b, std::span<const Value> inputs, Value permutes,
+                                         const std::vector<int64_t>& outLengths, bool reverse);
+
 }  // namespace tpu::lowering

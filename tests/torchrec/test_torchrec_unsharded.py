@@ -45,7 +45,8 @@ def _assert_within_cpu_error(got, want32, exact):
 NATIVE_OPS = ["asynchronous_complete_cumsum", "asynchronous_exclusive_cumsum", "asynchronous_inclusive_cumsum",
               "permute_2D_sparse_data", "permute_2D_sparse_data_input1D", "permute_1D_sparse_data", "invert_permute",
               "offsets_range", "segment_sum_csr", "dense_to_jagged_forward", "jagged_to_padded_dense_forward",
-              "jagged_to_padded_dense_backward", "permute_pooled_embs", "permute_pooled_embs_auto_grad"]
+              "jagged_to_padded_dense_backward", "permute_pooled_embs", "permute_pooled_embs_auto_grad",
+              "permute_multi_embedding_function", "permute_multi_embedding", "kt_regroup_arguments"]
 
 
 def test_kernels_registered_after_fbgemm_import():
@@ -249,6 +250,52 @@ def test_permute_pooled_embs_auto_grad(mode):
         assert_close(fbgemm.permute_pooled_embs_auto_grad(_tpu(pooled), *[_tpu(t) for t in lists]), outs[0][0])
 
 
+def _kts(device, g):
+    kt1 = KeyedTensor(keys=["a", "b"], length_per_key=[2, 3], values=torch.randn(4, 5, generator=g))
+    kt2 = KeyedTensor(keys=["c", "d"], length_per_key=[1, 2], values=torch.randn(4, 3, generator=g))
+    return [KeyedTensor(keys=kt.keys(), length_per_key=kt.length_per_key(), values=_leaf(kt.values(), device))
+            for kt in (kt1, kt2)]
+
+
+@pytest.mark.parametrize("groups", [[["c", "a"], ["d", "b"]], [["c", "a"], ["a", "b", "d"], ["c"]]])
+def test_permute_multi_embedding_and_regroup(mode, groups):
+    # KeyedTensor regrouping through fbgemm's permute_multi_embedding (repeated keys included) and
+    # regroup_keyed_tensor (its plan from kt_regroup_arguments), forward and backward.
+    from torchrec.sparse.jagged_tensor import _regroup_keyed_tensors, permute_multi_embedding, regroup_kts
+
+    outs = []
+    for dev in ["cpu", "tpu"]:
+        kts = _kts(dev, torch.Generator().manual_seed(21))
+        res = []
+        for fn in [permute_multi_embedding, regroup_kts]:
+            got = fn(kts, groups)
+            r = [torch.randn(t.shape, generator=torch.Generator().manual_seed(22 + i)).to(dev)
+                 for i, t in enumerate(got)]
+            sum((t * w).sum() for t, w in zip(got, r)).backward()
+            res += [t.detach() for t in got] + [kt.values().grad.clone() for kt in kts]
+            for kt in kts:
+                kt.values().grad = None
+        outs.append(res)
+    assert_close(outs[1], outs[0])
+    # ... and equal to torchrec's pure-torch regrouping on tpu
+    kts = _kts("tpu", torch.Generator().manual_seed(21))
+    assert_close(permute_multi_embedding(kts, groups), [t.cpu() for t in _regroup_keyed_tensors(kts, groups)],
+                 rtol=0, atol=0)
+
+
+def test_kt_regroup_as_dict(mode):
+    from torchrec.modules.regroup import KTRegroupAsDict
+
+    results = []
+    for dev in ["cpu", "tpu"]:
+        kts = _kts(dev, torch.Generator().manual_seed(23))
+        m = KTRegroupAsDict(groups=[["c", "a"], ["d", "b"]], keys=["x", "y"])
+        out = m(kts)
+        (out["x"].sum() * 2 + (out["y"] * out["y"]).sum()).backward()
+        results.append([out["x"].detach(), out["y"].detach(), *[kt.values().grad for kt in kts]])
+    assert_close(results[1], results[0])
+
+
 # ---- bad input: a clear Python exception naming the op ----------------------------------------------------
 
 
@@ -270,6 +317,10 @@ def test_bad_input_raises(mode):
     offsets = torch.tensor([0, 2, 4])
     with pytest.raises(RuntimeError, match="permute_pooled_embs: permute_list is not a permutation"):
         fbgemm.permute_pooled_embs(_tpu(torch.ones(2, 4)), _tpu(offsets), _tpu(perm), _tpu(offsets), _tpu(perm)).cpu()
+    bad_permutes = _tpu(torch.tensor([[0, 0, 0, 0, 3, 0], [0, 0, 1, 1, 1, 0]], dtype=torch.int32))  # overlap
+    with pytest.raises(RuntimeError, match="permute_multi_embedding_function: permutes"):
+        fbgemm.permute_multi_embedding([_tpu(torch.ones(2, 3))], bad_permutes, _tpu(torch.tensor([3])),
+                                       _tpu(torch.tensor([3])), [3])[0].cpu()
     with pytest.raises(RuntimeError, match="permute_list needs to have long/int64 type"):
         fbgemm.permute_pooled_embs(_tpu(torch.ones(2, 4)), _tpu(offsets), _tpu(perm.int()), _tpu(offsets),
                                    _tpu(perm))
