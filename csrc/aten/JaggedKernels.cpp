@@ -305,6 +305,20 @@ at::Tensor jaggedToPaddedDenseBackward(const at::Tensor& grad, const std::vector
   return denseToJagged("fbgemm::jagged_to_padded_dense_backward", grad, offsets, totalL.expect_int());
 }
 
+// fbgemm's one-jagged-dim forms; their Autograd kernels reach jagged_to_padded_dense_forward by themselves, these
+// are for inference mode (below autograd).
+// (By-value tensors: the C++ signature of fbgemm 1.8's kernels for these two.)
+at::Tensor jagged2dToDense(at::Tensor values, at::Tensor offsets, c10::SymInt maxSequenceLength) {
+  TORCH_CHECK(values.dim() == 2, "fbgemm::jagged_2d_to_dense: expected 2-D values, got ", values.dim(), "-D");
+  return jaggedToPaddedDenseForward(values, {offsets}, {maxSequenceLength}, 0.0);
+}
+
+at::Tensor jagged1dToDense(at::Tensor values, at::Tensor offsets, c10::SymInt maxSequenceLength,
+                           int64_t paddingValue) {
+  TORCH_CHECK(values.dim() == 1, "fbgemm::jagged_1d_to_dense: expected 1-D values, got ", values.dim(), "-D");
+  return jaggedToPaddedDenseForward(values, {offsets}, {maxSequenceLength}, static_cast<double>(paddingValue));
+}
+
 // The same map as jagged_to_padded_dense_backward: each value read at its padded position. total_L, when not
 // given, is the last offset of the innermost level, read on the host (one synchronization, as fbgemm's kernels).
 at::Tensor denseToJaggedForward(const at::Tensor& dense, const std::vector<at::Tensor>& offsets,
@@ -446,6 +460,8 @@ std::string registerFbgemmKernels() {
   add("segment_sum_csr", segmentSumCsr);
   add("dense_to_jagged_forward", denseToJaggedForward);
   add("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
+  add("jagged_2d_to_dense", jagged2dToDense);
+  add("jagged_1d_to_dense", jagged1dToDense);
   add("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
   add("permute_multi_embedding_function", permuteMultiEmbeddingFunction);
   add("permute_multi_embedding", permuteMultiEmbedding);

@@ -46,7 +46,8 @@ NATIVE_OPS = ["asynchronous_complete_cumsum", "asynchronous_exclusive_cumsum", "
               "permute_2D_sparse_data", "permute_2D_sparse_data_input1D", "permute_1D_sparse_data", "invert_permute",
               "offsets_range", "segment_sum_csr", "dense_to_jagged_forward", "jagged_to_padded_dense_forward",
               "jagged_to_padded_dense_backward", "permute_pooled_embs", "permute_pooled_embs_auto_grad",
-              "permute_multi_embedding_function", "permute_multi_embedding", "kt_regroup_arguments"]
+              "permute_multi_embedding_function", "permute_multi_embedding", "kt_regroup_arguments",
+              "jagged_2d_to_dense", "jagged_1d_to_dense"]
 
 
 def test_kernels_registered_after_fbgemm_import():
@@ -202,6 +203,18 @@ def test_jagged_to_padded_dense_forward_backward(mode, folded):
         want = fbgemm.jagged_to_padded_dense_forward(values.to(torch.int32), [offsets.to(dtype)], [6], 7)
         got = fbgemm.jagged_to_padded_dense_forward(_tpu(values.to(torch.int32)), [_tpu(offsets.to(dtype))], [6], 7)
         assert_close(got, want)
+
+
+def test_jagged_2d_and_1d_to_dense(mode):
+    offsets = torch.tensor([0, 2, 2, 5])
+    g = torch.Generator().manual_seed(24)
+    v2, v1 = torch.randn(5, 3, generator=g), torch.randint(0, 9, (5,), generator=g)
+    want = [fbgemm.jagged_2d_to_dense(v2, offsets, 4), fbgemm.jagged_1d_to_dense(v1, offsets, 4, -1)]
+    assert_close([fbgemm.jagged_2d_to_dense(_tpu(v2), _tpu(offsets), 4),
+                  fbgemm.jagged_1d_to_dense(_tpu(v1), _tpu(offsets), 4, -1)], want, rtol=0, atol=0)
+    with torch.inference_mode():  # below autograd: their own tpu kernels
+        assert_close([fbgemm.jagged_2d_to_dense(_tpu(v2), _tpu(offsets), 4),
+                      fbgemm.jagged_1d_to_dense(_tpu(v1), _tpu(offsets), 4, -1)], want, rtol=0, atol=0)
 
 
 def test_jagged_to_padded_dense_two_jagged_dims(mode):
