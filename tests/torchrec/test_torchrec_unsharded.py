@@ -363,6 +363,15 @@ def test_keyed_jagged_tensor_ops(mode):
                  atol=0)
     for key in ["f1", "f3"]:
         assert_close(tpu[key].to_padded_dense(3), cpu[key].to_padded_dense(3))
+    # A CPU KJT moved over (pinned, asynchronous copy), split and concatenated on tpu.
+    moved = cpu.pin_memory().to(torch.device("tpu"), non_blocking=True)
+    moved.record_stream(torch.tpu.current_stream())
+    parts = moved.split([1, 2])
+    both = KeyedJaggedTensor.concat([parts[1], parts[0]])
+    want = KeyedJaggedTensor.concat([cpu.split([1, 2])[1], cpu.split([1, 2])[0]])
+    assert both.keys() == want.keys() == ["f2", "f3", "f1"]
+    assert_close([both.values(), both.lengths(), both.weights(), both.offsets()],
+                 [want.values(), want.lengths(), want.weights(), want.offsets()], rtol=0, atol=0)
 
 
 def test_embedding_collection_forward_backward(mode):
