@@ -73,11 +73,11 @@ at::Tensor flatCumsum(const at::Tensor& t) {
 
 // ---- permute_2D_sparse_data ---------------------------------------------------------------
 
-std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseData(const at::Tensor& permute,
-                                                                   const at::Tensor& lengths,
-                                                                   const at::Tensor& values, const OptTensor& weights,
-                                                                   std::optional<c10::SymInt> permutedLengthsSum) {
-  const char* op = "fbgemm::permute_2D_sparse_data";
+// `op`: the name errors carry (the 1-D forms below reshape their lengths and come here).
+std::tuple<at::Tensor, at::Tensor, OptTensor> permuteSparse(const char* op, const at::Tensor& permute,
+                                                            const at::Tensor& lengths, const at::Tensor& values,
+                                                            const OptTensor& weights,
+                                                            std::optional<c10::SymInt> permutedLengthsSum) {
   checkIndexTensor(op, "permute", permute);
   checkIndexTensor(op, "lengths", lengths);
   checkTpu(op, "values", values);
@@ -128,7 +128,7 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseData(const at::Tens
   }
   TORCH_CHECK_INDEX(n > 0, op, ": the permuted lengths hold ", outLen, " values, but values is empty");
   bool w = has(weights);
-  Op call = TPU_OP("fbgemm::permute_2D_sparse_data");
+  Op call = TPU_OP(op);
   call.in(permute).in(lengths).in(values);
   if (w) call.in(*weights);
   call.attr(outLen).attr(w).checksIndices(runtime::ErrorKind::Index).out(pl).out(pv);
@@ -144,6 +144,14 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseData(const at::Tens
   return {pl, pv, pw};
 }
 
+std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseData(const at::Tensor& permute,
+                                                                   const at::Tensor& lengths,
+                                                                   const at::Tensor& values, const OptTensor& weights,
+                                                                   std::optional<c10::SymInt> permutedLengthsSum) {
+  return permuteSparse("fbgemm::permute_2D_sparse_data", permute, lengths, values, weights,
+                       std::move(permutedLengthsSum));
+}
+
 std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseDataInput1D(
     const at::Tensor& permute, const at::Tensor& lengths, const at::Tensor& values, c10::SymInt stride,
     const OptTensor& weights, std::optional<c10::SymInt> permutedLengthsSum) {
@@ -152,8 +160,8 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> permute2DSparseDataInput1D(
   int64_t s = stride.expect_int();
   TORCH_CHECK(s > 0 && lengths.numel() % s == 0, op, ": stride ", s, " does not divide the ", lengths.numel(),
               " lengths");
-  auto [pl, pv, pw] = permute2DSparseData(permute, lengths.view({-1, s}), values, weights,
-                                          std::move(permutedLengthsSum));
+  auto [pl, pv, pw] = permuteSparse(op, permute, lengths.reshape({-1, s}), values, weights,
+                                    std::move(permutedLengthsSum));
   return {pl.view({-1}), pv, pw};
 }
 
@@ -162,9 +170,10 @@ std::tuple<at::Tensor, at::Tensor, OptTensor> permute1DSparseData(const at::Tens
                                                                    const at::Tensor& lengths,
                                                                    const at::Tensor& values, const OptTensor& weights,
                                                                    std::optional<c10::SymInt> permutedLengthsSum) {
-  TORCH_CHECK(lengths.dim() == 1, "fbgemm::permute_1D_sparse_data: expected 1-D lengths, got ", lengths.dim(), "-D");
-  auto [pl, pv, pw] = permute2DSparseData(permute, lengths.view({-1, 1}), values, weights,
-                                          std::move(permutedLengthsSum));
+  const char* op = "fbgemm::permute_1D_sparse_data";
+  TORCH_CHECK(lengths.dim() == 1, op, ": expected 1-D lengths, got ", lengths.dim(), "-D");
+  auto [pl, pv, pw] = permuteSparse(op, permute, lengths.reshape({-1, 1}), values, weights,
+                                    std::move(permutedLengthsSum));
   return {pl.view({-1}), pv, pw};
 }
 

@@ -317,6 +317,8 @@ def test_bad_input_raises(mode):
     values = _tpu(torch.arange(4))
     with pytest.raises(IndexError, match="permute_2D_sparse_data"):
         fbgemm.permute_2D_sparse_data(_tpu(torch.tensor([0, 2])), lengths, values, None, 4)[1].cpu()
+    with pytest.raises(IndexError, match="permute_1D_sparse_data"):
+        fbgemm.permute_1D_sparse_data(_tpu(torch.tensor([4])), lengths.reshape(-1), values, None, 2)[1].cpu()
     with pytest.raises(RuntimeError, match="permute_2D_sparse_data: expected 2-D lengths"):
         fbgemm.permute_2D_sparse_data(_tpu(torch.tensor([0])), values, values, None)
     with pytest.raises(RuntimeError, match="asynchronous_complete_cumsum: expected a 1-D or 2-D"):
