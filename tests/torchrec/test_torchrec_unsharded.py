@@ -479,3 +479,61 @@ def test_dlrm_sgd_steps_equal_cpu(mode):
     _assert_within_cpu_error(got[0], want32[0], exact[0])
     for g, w, e in zip(got[1], want32[1], exact[1]):
         _assert_within_cpu_error(g, w, e)
+
+
+# ---- fixed-shape inputs: one set of programs for every batch ----------------------------------------------
+
+
+def test_pad_kjt_keeps_pooling_exact(mode):
+    from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection, pad_kjt
+
+    kjt = _kjt("cpu", weighted=True)
+    padded = pad_kjt(kjt)  # 6, 4 and 7 ids -> buckets of 8, 4 and 8
+    assert padded.stride() == kjt.stride() + 1 and padded.length_per_key() == [8, 4, 8]
+    with pytest.raises(ValueError, match="more than its bucket"):
+        pad_kjt(kjt, [4, 4, 8])
+    with pytest.raises(ValueError, match="pad on the host"):
+        pad_kjt(_kjt("tpu"))
+    for pooling, weighted in [(PoolingType.SUM, True), (PoolingType.MEAN, False)]:
+        ebc = _ebc(pooling, weighted)
+        wrapped = FixedShapeEmbeddingBagCollection(copy.deepcopy(ebc).to("tpu"))
+        kjt = _kjt("cpu", weighted=weighted)
+        want32 = ebc(kjt).values()
+        exact = copy.deepcopy(ebc).double()(_kjt("cpu", torch.float64, weighted=weighted)).values()
+        _assert_within_cpu_error(wrapped(kjt).values().detach(), want32.detach(), exact.detach())
+
+
+def test_fixed_shape_dlrm_compiles_once(mode):
+    from torchrec.models.dlrm import DLRM
+    from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection
+
+    torch.manual_seed(14)
+    tables = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=4, num_embeddings=10, feature_names=[f"f{i}"])
+              for i in (1, 2, 3)]
+    model = DLRM(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("cpu")),
+                 dense_in_features=5, dense_arch_layer_sizes=[8, 4], over_arch_layer_sizes=[8, 1])
+    want32 = _train_dlrm(copy.deepcopy(model), _dlrm_batches("cpu", torch.float32))
+    exact = _train_dlrm(copy.deepcopy(model).double(), _dlrm_batches("cpu", torch.float64))
+    tpu_model = copy.deepcopy(model)
+    arch = tpu_model.sparse_arch
+    arch.embedding_bag_collection = FixedShapeEmbeddingBagCollection(arch.embedding_bag_collection, [12, 12, 12])
+    tpu_model.to("tpu")
+    # Dense features and labels on tpu, the KeyedJaggedTensors on the CPU (the wrapper pads and uploads them).
+    batches = [(d.to("tpu"), kjt, y.to("tpu")) for (d, kjt, y) in _dlrm_batches("cpu", torch.float32)]
+    compiles = []
+    opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
+    losses = []
+    for dense, kjt, label in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(tpu_model(dense, kjt).squeeze(-1), label)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+        torch.tpu.synchronize()
+        compiles.append(torch.tpu.compile_cache_stats()["memory"]["misses"])  # programs new to this process
+    _assert_within_cpu_error(torch.stack(losses), want32[0], exact[0])
+    for g, w, e in zip(tpu_model.parameters(), want32[1], exact[1]):
+        _assert_within_cpu_error(g.detach(), w, e)
+    # Batches of different sizes, one shape each: nothing compiles after the first two steps (the second one
+    # is the first with optimizer state and an accumulated gradient).
+    assert compiles[2:] == [compiles[2]] * (len(compiles) - 2), compiles
