@@ -432,6 +432,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<int64_t>> ktRegroupAr
   return {permutes.to(embs.device()), inShapes.to(embs.device()), outShapes.to(embs.device()), outLengths};
 }
 
+// regroup_keyed_tensor below autograd (inference mode): the plan, then the permutation.
+std::vector<at::Tensor> regroupKeyedTensor(const at::TensorList& pooledEmbs,
+                                           const std::vector<std::vector<std::string>>& keys,
+                                           const std::vector<std::vector<int64_t>>& lengths,
+                                           const std::vector<std::vector<std::string>>& groups) {
+  TORCH_CHECK(!pooledEmbs.empty(), "fbgemm::regroup_keyed_tensor: expected at least one pooled embedding tensor");
+  auto [permutes, inShapes, outShapes, outLengths] = ktRegroupArguments(pooledEmbs[0], keys, lengths, groups);
+  std::vector<c10::SymInt> out(outLengths.begin(), outLengths.end());
+  return permuteMultiEmbeddingFunction(pooledEmbs, permutes, inShapes, outShapes, out, false);
+}
+
 }  // namespace
 
 // The kernels go into the dispatcher once fbgemm_gpu has defined its ops (torch_tpu/torchrec/__init__.py calls
@@ -475,6 +486,7 @@ std::string registerFbgemmKernels() {
   add("permute_multi_embedding_function", permuteMultiEmbeddingFunction);
   add("permute_multi_embedding", permuteMultiEmbedding);
   add("kt_regroup_arguments", ktRegroupArguments);
+  add("regroup_keyed_tensor", regroupKeyedTensor);
   add("permute_pooled_embs", permutePooledEmbs);
   // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
   add("permute_pooled_embs_auto_grad", permutePooledEmbs);

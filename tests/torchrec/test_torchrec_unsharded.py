@@ -47,7 +47,7 @@ NATIVE_OPS = ["asynchronous_complete_cumsum", "asynchronous_exclusive_cumsum", "
               "offsets_range", "segment_sum_csr", "dense_to_jagged_forward", "jagged_to_padded_dense_forward",
               "jagged_to_padded_dense_backward", "permute_pooled_embs", "permute_pooled_embs_auto_grad",
               "permute_multi_embedding_function", "permute_multi_embedding", "kt_regroup_arguments",
-              "jagged_2d_to_dense", "jagged_1d_to_dense"]
+              "jagged_2d_to_dense", "jagged_1d_to_dense", "regroup_keyed_tensor"]
 
 
 def test_kernels_registered_after_fbgemm_import():
@@ -290,10 +290,13 @@ def test_permute_multi_embedding_and_regroup(mode, groups):
                 kt.values().grad = None
         outs.append(res)
     assert_close(outs[1], outs[0])
-    # ... and equal to torchrec's pure-torch regrouping on tpu
+    # ... and equal to torchrec's pure-torch regrouping on tpu, also below autograd (their own tpu kernels)
     kts = _kts("tpu", torch.Generator().manual_seed(21))
-    assert_close(permute_multi_embedding(kts, groups), [t.cpu() for t in _regroup_keyed_tensors(kts, groups)],
-                 rtol=0, atol=0)
+    pure = [t.detach().cpu() for t in _regroup_keyed_tensors(kts, groups)]
+    assert_close(permute_multi_embedding(kts, groups), pure, rtol=0, atol=0)
+    with torch.inference_mode():
+        assert_close(permute_multi_embedding(kts, groups), pure, rtol=0, atol=0)
+        assert_close(regroup_kts(kts, groups), pure, rtol=0, atol=0)
 
 
 def test_kt_regroup_as_dict(mode):
