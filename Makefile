@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-wheel test-modules-full serving-deps test-serving test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
+.PHONY: demo test test-wheel test-modules-full serving-deps test-serving torchrec-deps test-torchrec test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -21,6 +21,7 @@ TEST_CACHE_MAX_BYTES ?= 2G
 
 # The serving suite (tests/serving, minutes per engine) runs in `make test-serving`; `make test` installs
 # the serving extra and runs its representative tests: vLLM greedy equals Hugging Face, one server request.
+# tests/torchrec runs in `make test-torchrec` (kept out of `make test`, also where torchrec is installed).
 SERVING_QUICK := 'tests/serving/test_vllm.py::test_llama_greedy_equals_hf[strict]' \
   tests/serving/test_server.py::test_completions_greedy_equals_hf \
   tests/serving/test_server.py::test_streaming_concatenates_to_the_full_text
@@ -29,7 +30,7 @@ test: build $(VENV)/.serving
 	cd $(BUILD) && TORCH_TPU_CACHE=0 ctest --output-on-failure
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
-	  $(PY) -m pytest tests -x -q -p no:cacheprovider --ignore=tests/serving
+	  $(PY) -m pytest tests -x -q -p no:cacheprovider --ignore=tests/serving --ignore=tests/torchrec
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest $(SERVING_QUICK) -x -q -p no:cacheprovider
 	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
@@ -110,6 +111,19 @@ $(VENV)/.serving: requirements-vllm.txt constraints-vllm.txt | $(VENV)/.deps
 	touch $@
 
 serving-deps: $(VENV)/.serving
+
+# TorchRec on tpu (docs/torchrec.md): torchrec 1.9.2 with --no-deps (its metadata asks for the CUDA
+# fbgemm-gpu) over fbgemm-gpu-cpu and its other runtime requirements, torch held.
+$(VENV)/.torchrec: requirements-torchrec.txt constraints-torchrec.txt | $(VENV)/.deps
+	$(PIP) install -q -r requirements-torchrec.txt -c constraints-torchrec.txt
+	$(PIP) install -q --no-deps torchrec==1.9.2
+	touch $@
+
+torchrec-deps: $(VENV)/.torchrec
+
+test-torchrec: build $(VENV)/.torchrec
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest tests/torchrec -x -q -p no:cacheprovider
 
 test-serving: build $(VENV)/.serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \

@@ -49,6 +49,10 @@ def _extras() -> dict:
         # torch_tpu.pallas: JAX functions and Pallas kernels as torch ops (export only).
         "jax": ["jax==0.8.1", "jaxlib==0.8.1"],
         "vllm": _read_requirements("requirements-vllm.txt") + held,
+        # TorchRec on tpu: torchrec's metadata asks for the CUDA fbgemm-gpu, so the extra installs fbgemm's
+        # CPU build and torchrec's other runtime requirements (requirements-torchrec.txt, torch held by the
+        # core pin); torchrec itself goes on top with `pip install --no-deps torchrec==1.9.2`.
+        "torchrec": _read_requirements("requirements-torchrec.txt"),
     }
 
 

@@ -80,6 +80,9 @@ def _register() -> None:
     # is imported; starts nothing here.
     from . import _integrations
     _integrations.install()
+    # TorchRec: the tpu kernels of fbgemm's jagged ops, registered once fbgemm_gpu is imported (torchrec/).
+    from . import torchrec as _torchrec
+    _torchrec.install()
     # torch.compile: backend "tpu", Dynamo's device interface, the default backend for tpu
     # graphs; registered once torch._dynamo is imported (compile/__init__.py).
     from . import compile as _compile

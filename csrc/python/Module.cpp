@@ -24,6 +24,9 @@ void registerDistributedBindings(py::module& m);   // DistributedBindings.cpp
 namespace tpu::python {
 void initEagerModes(py::module& m);  // EagerModes.cpp
 }
+namespace tpu::aten {
+std::string registerFbgemmKernels();  // JaggedKernels.cpp: "" or why the kernels could not be registered
+}
 
 namespace {
 
@@ -188,6 +191,7 @@ PYBIND11_MODULE(_C, m) {
     }
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
+  m.def("_register_fbgemm_kernels", &aten::registerFbgemmKernels);
   registerCompileCacheBindings(m);
   registerCompileBindings(m);
   registerPallasBindings(m);
