@@ -12,19 +12,19 @@ and no registry for an out-of-tree device:
 - `accelerate.utils.modeling.get_max_memory`, which `device_map="auto"/"balanced"/"sequential"` and
   `infer_auto_device_map` start from: it lists no tpu memory, so everything went to the CPU.
 
-Both are replaced when the module defining them is imported (a meta-path hook: `import torch` runs
+Both are replaced when the module defining them is imported (_import_hooks: `import torch` runs
 before accelerate's modules, and nothing of accelerate is imported on its behalf), and only answer for tpu
 when tpu is torch's current accelerator; otherwise they call accelerate's own code.
 `TORCH_TPU_ACCELERATE=0` leaves accelerate untouched.
 """
-import importlib.abc
-import importlib.machinery
 import logging
 import os
 import sys
 import warnings
 
 import torch
+
+from . import _import_hooks
 
 OPT_OUT_VAR = "TORCH_TPU_ACCELERATE"
 TESTED_ACCELERATE = "1.15"
@@ -108,38 +108,9 @@ def _patch_modeling(modeling) -> None:
 PATCHES = {"accelerate.state": _patch_state, "accelerate.utils.modeling": _patch_modeling}
 
 
-class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, loader, patch):
-        self.loader, self.patch = loader, patch
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        _apply(self.patch, module)
-
-    def __getattr__(self, name):  # get_source, get_resource_reader, ...: the file loader's own
-        return getattr(self.loader, name)
-
-
-class _AccelerateFinder(importlib.abc.MetaPathFinder):
-    """Finds the PATCHES modules with the other finders and patches each right after it runs."""
-
-    def find_spec(self, name, path, target=None):
-        patch = PATCHES.get(name)
-        if patch is None:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _PatchingLoader(spec.loader, patch)
-        return spec
-
-
-def _apply(patch, module) -> None:
+def _adapt(module) -> None:
     try:
-        patch(module)
+        PATCHES[module.__name__](module)
     except Exception as exc:  # a changed accelerate must not break importing it: say so, leave it alone
         _log.warning("torch_tpu: could not adapt %s (tested with accelerate %s): %s",
                      module.__name__, TESTED_ACCELERATE, exc)
@@ -149,8 +120,8 @@ def install() -> None:
     """Adapts accelerate now if it is loaded, else when it is imported (idempotent)."""
     if _opted_out():
         return
-    for name, patch in PATCHES.items():
+    for name in PATCHES:
         if name in sys.modules:
-            _apply(patch, sys.modules[name])
-    if not any(isinstance(f, _AccelerateFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AccelerateFinder())
+            _adapt(sys.modules[name])
+        else:
+            _import_hooks.after_import(name, _adapt)

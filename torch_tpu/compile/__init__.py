@@ -7,7 +7,7 @@ StableHLO module → the two compile-cache tiers. See backend.py.
 Importing torch._dynamo costs about a second, and `import torch` loads this package
 (the autoload entry point), so nothing here imports Dynamo: `install()` registers the
 backend, the Dynamo device interface and the default-backend choice right after
-torch._dynamo is first imported (a post-import hook, _hook.py), or at once when it
+torch._dynamo is first imported (torch_tpu._import_hooks), or at once when it
 already is.
 """
 import sys
@@ -24,10 +24,10 @@ def install() -> None:
     if "torch._dynamo" in sys.modules and hasattr(sys.modules["torch._dynamo"], "optimize"):
         _on_dynamo_imported()
     else:
-        from . import _hook
-        _hook.after_import("torch._dynamo", _on_dynamo_imported)
+        from .._import_hooks import after_import
+        after_import("torch._dynamo", _on_dynamo_imported)
 
 
-def _on_dynamo_imported() -> None:
+def _on_dynamo_imported(module=None) -> None:
     from . import registration
     registration.register_all()

@@ -13,7 +13,8 @@ def register_all() -> None:
     from torch._dynamo import device_interface
     from torch._dynamo.backends import registry
 
-    from . import backend, _hook
+    from .. import _import_hooks
+    from . import backend
     from .device_interface import TpuInterface
 
     registry.register_backend(compiler_fn=backend.tpu_backend, name="tpu")
@@ -33,7 +34,7 @@ def register_all() -> None:
     if "torch._inductor.codegen.common" in sys.modules:
         register_inductor_refusal()
     else:
-        _hook.after_import("torch._inductor.codegen.common", register_inductor_refusal)
+        _import_hooks.after_import("torch._inductor.codegen.common", register_inductor_refusal)
 
 
 def _configure_logging() -> None:
@@ -99,7 +100,7 @@ def _inductor_error() -> RuntimeError:
         "torch.compile(fn) with no backend, which picks \"tpu\" for tpu graphs.")
 
 
-def register_inductor_refusal() -> None:
+def register_inductor_refusal(module=None) -> None:
     """Inductor picks code generators per device (register_backend_for_device) and
     registers its Pallas one for "tpu" only when none is registered; ours refuses."""
     from torch._inductor.codegen import common

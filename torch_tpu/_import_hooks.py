@@ -1,16 +1,18 @@
-"""Run a function right after a module is first imported (a post-import hook).
+"""Run a function right after a module is first imported (a post-import hook): torch.compile's registration
+after torch._dynamo (compile/__init__.py), accelerate's adaptations (_integrations.py), the tpu kernels of
+fbgemm's ops after fbgemm_gpu (torchrec/__init__.py).
 
-A finder placed first on sys.meta_path answers only for the watched name: it asks
-the other finders for the real spec and wraps its loader's exec_module, so the
-module is imported exactly as before and the callback runs once it is complete.
+`import torch` loads torch_tpu before those modules, and nothing should import them on its behalf. A finder
+placed first on sys.meta_path answers only for the watched names: it asks the other finders for the real
+spec and wraps that spec's loader, so the module is imported exactly as before and the callbacks run once
+its code has run.
 """
 import importlib.abc
-import importlib.machinery
 import sys
 import threading
 import warnings
 
-_callbacks = {}
+_callbacks: dict[str, list] = {}  # module name -> functions of the module, run once
 _lock = threading.Lock()
 
 
@@ -39,9 +41,9 @@ class _Finder(importlib.abc.MetaPathFinder):
                     sys.meta_path.remove(_finder)  # nothing left to watch
             for fn in callbacks:
                 try:
-                    fn()
-                except Exception as exc:  # an import of torch._dynamo must not fail because of us
-                    warnings.warn(f"torch_tpu: setting up torch.compile for tpu failed: {exc!r}", RuntimeWarning)
+                    fn(module)
+                except Exception as exc:  # importing the module must not fail because of us
+                    warnings.warn(f"torch_tpu: setting up {fullname} for tpu failed: {exc!r}", RuntimeWarning)
 
         # Wrapping the loader of this one spec only: other modules keep their loaders untouched.
         loader.exec_module = exec_module
@@ -52,7 +54,9 @@ _finder = _Finder()
 
 
 def after_import(name: str, fn) -> None:
+    """fn(module) right after `name` is first imported (callers handle a module that is loaded already)."""
     with _lock:
-        _callbacks.setdefault(name, []).append(fn)
+        if fn not in _callbacks.setdefault(name, []):
+            _callbacks[name].append(fn)
         if _finder not in sys.meta_path:
             sys.meta_path.insert(0, _finder)
