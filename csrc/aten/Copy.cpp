@@ -53,6 +53,38 @@ void awaitHost(const at::Tensor& host) {
   runtime::Executor::get().awaitHostRange(host.storage().data(), host.storage().nbytes());
 }
 
+// Storages up to this size take a partial upload as a whole-storage transfer and one merge program keyed by
+// the storage's size, not the range's: serving copies a batch's first n rows into fixed per-request buffers
+// (vLLM's copy_slice) with n changing every step, which would otherwise compile a program per n.
+constexpr size_t kMergeUploadMaxBytes = 64 << 10;
+
+// dst <- host (dense, dst's dtype and shape) when dst is a contiguous range of a small storage: the range's
+// bounds are operands of the merge program. Returns false where it does not apply.
+bool uploadIntoRange(const at::Tensor& dst, const at::Tensor& host, bool async) {
+  if (!dst.is_contiguous() || dst.is_conj() || dst.is_neg()) return false;
+  StorageRef ref = resolveStorage(dst.storage());
+  const size_t nbytes = ref.storage->nbytes, item = dst.element_size();
+  if (ref.byteOffset != 0 || nbytes > kMergeUploadMaxBytes || nbytes % item != 0) return false;
+  const int64_t total = static_cast<int64_t>(nbytes / item), begin = dst.storage_offset(),
+                end = begin + dst.numel();
+  at::Tensor whole = at::zeros({total}, host.options());
+  whole.narrow(0, begin, dst.numel()).copy_(host.reshape({-1}));
+  at::Tensor staging = at::empty({total}, dst.options().memory_format(c10::MemoryFormat::Contiguous));
+  auto& executor = runtime::Executor::get();
+  runtime::DeviceStorage& storage = *deviceStorage(staging.storage());
+  if (async) executor.uploadAsync(storage, whole.data_ptr(), toHlo(dst.scalar_type()), keepAlive(whole));
+  else executor.upload(storage, whole.data_ptr(), toHlo(dst.scalar_type()));
+  at::Tensor base = at::empty({0}, dst.options()).set_(dst.storage(), 0, {total}, {1});
+  TPU_OP("aten::copy_.range").in(base).in(staging).scalar(begin, at::kLong).scalar(end, at::kLong).out(base).run(
+      [&](hlo::Builder& b, Values in, Values bounds) {
+        hlo::Value at = b.iota(hlo::Type{hlo::DType::S64, {total}}, 0);
+        hlo::Value inside = b.binary("and", b.compare(hlo::Cmp::GE, at, b.broadcast(bounds[0], {total})),
+                                     b.compare(hlo::Cmp::LT, at, b.broadcast(bounds[1], {total})));
+        return ValueList{b.select(inside, in[1], in[0])};
+      });
+  return true;
+}
+
 // non_blocking from pinned memory returns once the transfer is started (the
 // source is kept alive until the plugin is done with it); from pageable memory
 // it stays synchronous, as on CUDA.
@@ -71,6 +103,7 @@ void uploadInto(const at::Tensor& dst, const at::Tensor& src, bool nonBlocking) 
     put(dst);
     return;
   }
+  if (uploadIntoRange(dst, host, async)) return;
   at::Tensor staging = at::empty(dst.sizes(), dst.options().memory_format(c10::MemoryFormat::Contiguous));
   // The staging tensor holds dst's stored values and carries dst's bits, so the device copy keeps them.
   staging._set_conj(dst.is_conj());

@@ -3,15 +3,22 @@ prompt lengths; prints the tokens and the programs the serving part added, as on
 
 argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch),
 "async" or "sync" (vLLM's async_scheduling on, through TORCH_TPU_VLLM_ASYNC_SCHEDULING=1 which keeps it on
-the CPU plugin, or off).
+the CPU plugin, or off), and optionally "sampled": request i of a batch then samples with SAMPLED[i % 4]
+(seeded, every paddable sampler feature) instead of greedily.
 """
 import json
 import os
 import sys
 
 
+# Greedy, then seeded random sampling through temperature, top-k, top-p and min-p, alone and together.
+SAMPLED = [dict(temperature=0.0), dict(temperature=0.8, top_k=5, seed=1), dict(temperature=1.0, top_p=0.8, seed=2),
+           dict(temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=3)]
+
+
 def main():
     folder, batches_file, scheduling = sys.argv[1], sys.argv[2], sys.argv[3]
+    sampled = sys.argv[4:] == ["sampled"]
     with open(batches_file) as f:
         batches = json.load(f)
     if scheduling == "async":
@@ -25,7 +32,8 @@ def main():
     tpu_device.reset_compile_cache_stats()  # LLM() has warmed up: everything from here is serving
     tokens = []
     for batch in batches:
-        params = [SamplingParams(temperature=0, max_tokens=m, ignore_eos=True) for _, m in batch]
+        params = [SamplingParams(max_tokens=m, ignore_eos=True, **(SAMPLED[i % 4] if sampled else dict(temperature=0)))
+                  for i, (_, m) in enumerate(batch)]
         outs = llm.generate([p for p, _ in batch], params, use_tqdm=False)
         tokens.append([list(o.outputs[0].token_ids) for o in outs])
     stats = tpu_device.compile_cache_stats()

@@ -83,6 +83,28 @@ def test_whole_step_plan_reaches_every_serving_triple(max_tokens, max_reqs, bloc
 LONG = " ".join(tiny_models.CORPUS[:5])  # ~40 tokens: a chunked prefill at 32 tokens per step
 
 
+def _batches():
+    prompts = tiny_models.PROMPTS
+    return [
+        [[p, 4 + 2 * i] for i, p in enumerate(prompts)],
+        [[prompts[1], 9]],
+        [[LONG, 12], [prompts[0], 3], [prompts[5], 7]],
+        [[p, 10 - i] for i, p in enumerate(prompts + [LONG, "the"])],
+    ]
+
+
+def _serve(tmp_path, folder, batches, mode, scheduling, *args, **env):
+    """buckets_child.py's result: tokens per batch and the programs serving added after warm-up."""
+    batches_file = tmp_path / "batches.json"
+    batches_file.write_text(json.dumps(batches))
+    env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_VLLM_DEVICE="tpu",
+               VLLM_ENABLE_V1_MULTIPROCESSING="0", **env)
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "buckets_child.py"), folder, str(batches_file),
+                           scheduling, *args], env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][len("RESULT "):])
+
+
 @pytest.mark.parametrize("scheduling", ["sync", "async"])
 @pytest.mark.parametrize("mode", ["strict", "fused"])
 def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path, mode, scheduling):
@@ -93,21 +115,8 @@ def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path, mode, scheduli
     on the CPU plugins) reads every step's tokens back before the next; async scheduling (vLLM's default)
     takes carried-over requests' last tokens from the previous step on the device."""
     folder = tiny_models.make_model("llama", str(tmp_path / "llama"))
-    prompts = tiny_models.PROMPTS
-    batches = [
-        [[p, 4 + 2 * i] for i, p in enumerate(prompts)],
-        [[prompts[1], 9]],
-        [[LONG, 12], [prompts[0], 3], [prompts[5], 7]],
-        [[p, 10 - i] for i, p in enumerate(prompts + [LONG, "the"])],
-    ]
-    batches_file = tmp_path / "batches.json"
-    batches_file.write_text(json.dumps(batches))
-    env = dict(os.environ, TORCH_TPU_EAGER_MODE=mode, TORCH_TPU_VLLM_DEVICE="tpu",
-               VLLM_ENABLE_V1_MULTIPROCESSING="0")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "buckets_child.py"), folder, str(batches_file),
-                           scheduling], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    result = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][len("RESULT "):])
+    batches = _batches()
+    result = _serve(tmp_path, folder, batches, mode, scheduling)
 
     unique = sorted({p for batch in batches for p, _ in batch})
     longest = max(m for batch in batches for _, m in batch)
@@ -116,3 +125,25 @@ def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path, mode, scheduli
         assert got == [reference[p][:m] for p, m in batch]
     assert result["async"] == (scheduling == "async")
     assert result["new_programs"] == 0, result
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_sampling_runs_at_the_request_bucket(tmp_path, mode):
+    """The same batches with seeded sampling (temperature, top-k, top-p and min-p, mixed with greedy in one
+    batch): the sampler runs on the padded request rows with its state padded too, so Strict compiles no
+    program after warm-up; every request's tokens equal the unbucketed runner's (TORCH_TPU_VLLM_BUCKETS=0:
+    vLLM's own preparation, the sampler on the real rows), as a seeded request draws from its own
+    generator whatever rows surround it."""
+    folder = tiny_models.make_model("llama", str(tmp_path / "llama"))
+    batches = _batches()
+    bucketed = _serve(tmp_path, folder, batches, mode, "sync", "sampled")
+    plain = _serve(tmp_path, folder, batches, "strict", "sync", "sampled", TORCH_TPU_VLLM_BUCKETS="0")
+    assert bucketed["tokens"] == plain["tokens"]
+    unique = sorted({p for batch in batches for p, _ in batch})
+    reference = dict(zip(unique, tiny_models.hf_greedy(folder, unique, max(m for b in batches for _, m in b))))
+    expected = [[reference[p][:m] for p, m in batch] for batch in batches]
+    pairs = [(got, want, i % 4 == 0) for g, e in zip(bucketed["tokens"], expected) for i, (got, want) in enumerate(zip(g, e))]
+    assert all(got == want for got, want, greedy in pairs if greedy)  # the greedy requests of a mixed batch
+    assert any(got != want for got, want, greedy in pairs if not greedy)  # and the others did sample
+    if mode == "strict":
+        assert bucketed["new_programs"] == 0, bucketed

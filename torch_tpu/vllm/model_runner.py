@@ -13,8 +13,8 @@ slices. On the plain text-decoder path this runner instead:
   index), and uploads each buffer once at its bucket size;
 - hands attention the request-indexed tensors (query starts, sequence lengths, block table) at their full
   fixed size max_num_seqs; rows past the batch have sequence length 0;
-- runs logits and the greedy sampler on the padded request rows and drops the padded rows' tokens on the
-  host;
+- runs logits and the sampler on the padded request rows, with the sampling parameters (temperature,
+  top-k, top-p, min-p) read at the request bucket too, and drops the padded rows' tokens on the host;
 - under async scheduling (vLLM's default: the host schedules and prepares step N+1 while the device runs
   step N), takes each carried-over request's last input token from the previous step's sampled tokens on
   the device: every step gathers its input ids from [previous step's sampled rows (max_num_seqs, a fixed
@@ -36,6 +36,8 @@ from vllm.forward_context import BatchDescriptor
 from vllm.logger import init_logger
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
+from vllm.v1.sample.logits_processor.builtin import (LogitBiasLogitsProcessor, MinPLogitsProcessor,
+                                                     MinTokensLogitsProcessor)
 from vllm.v1.worker.block_table import SlotMappingMode
 from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput, GPUModelRunner
 
@@ -76,8 +78,22 @@ class PaddedStep:
 def _rows_independent(md) -> bool:
     """Whether the sampler can run on padded logits rows: greedy, without per-request tensors sized to
     the real batch (penalties, allowed-token masks, logprobs)."""
-    return (md.all_greedy and md.no_penalties and md.allowed_token_ids_mask is None
-            and md.max_num_logprobs is None and not md.logprob_token_ids and not md.bad_words_token_ids)
+    return md.all_greedy and _paddable(md)
+
+
+def _paddable(md) -> bool:
+    """Whether the sampler's per-request state can be padded to the request bucket (_padded_metadata):
+    temperature, top-k, top-p, seeds and vLLM's built-in logits processors (min-p, logit bias, min
+    tokens). Penalties (their token tensors are as wide as the longest prompt and output), logprobs,
+    allowed-token masks, bad words and other logits processors run on the real rows only."""
+    holder = md.thinking_budget_state_holder
+    return (md.no_penalties and md.allowed_token_ids_mask is None and md.max_num_logprobs is None
+            and not md.logprob_token_ids and not md.bad_words_token_ids
+            and (holder is None or not holder.has_tracked_requests())
+            and all(type(p) in _BUILTIN_PROCESSORS for p in md.logitsprocs.all))
+
+
+_BUILTIN_PROCESSORS = (MinPLogitsProcessor, LogitBiasLogitsProcessor, MinTokensLogitsProcessor)
 
 
 class TpuModelRunner(GPUModelRunner):
@@ -88,6 +104,7 @@ class TpuModelRunner(GPUModelRunner):
         self._bucketed: bool | None = None  # decided at the first step (the model is loaded by then)
         self._step: PaddedStep | None = None  # the step in flight, when it is bucketed
         self._sampled_padded: torch.Tensor | None = None
+        self._neutral_batch = None  # the input batch whose padded sampling rows _neutral_rows has set
         self._positions_host = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
         self._logits_indices = self._make_buffer(self.max_num_reqs, dtype=torch.int64)
         self._is_padding_host = self._make_buffer(self.max_num_tokens, dtype=torch.bool)
@@ -266,19 +283,63 @@ class TpuModelRunner(GPUModelRunner):
         return (input_ids, None, self.positions[:num_input_tokens], None, self._init_model_kwargs(), None)
 
     def _sample(self, logits, spec_decode_metadata):
-        """Samples the padded request rows when the sampler treats rows independently (their tokens are
-        dropped in _bookkeeping_sync and sample_tokens), else the real rows only (per-request sampling
-        tensors are sized to the batch: the sampler then compiles per batch size, not yet bucketed)."""
+        """Samples the padded request rows (their tokens are dropped in _bookkeeping_sync and sample_tokens)
+        with the sampling state padded to the request bucket, so the sampler's programs are the bucket's;
+        where that state cannot be padded (_paddable), the real rows only (the sampler then compiles per
+        batch size)."""
         step = self._step
         if step is None or logits is None:
             return super()._sample(logits, spec_decode_metadata)
-        if logits.shape[0] != step.reqs and not _rows_independent(self.input_batch.sampling_metadata):
-            logits = logits[: step.reqs]
-        out = super()._sample(logits, spec_decode_metadata)
+        batch = self.input_batch
+        md = batch.sampling_metadata
+        if logits.shape[0] == step.reqs or _rows_independent(md):
+            out = super()._sample(logits, spec_decode_metadata)
+        elif not _paddable(md):
+            out = super()._sample(logits[: step.reqs], spec_decode_metadata)
+        else:
+            min_p = [(p, p.min_p) for p in md.logitsprocs.argmax_invariant if isinstance(p, MinPLogitsProcessor)]
+            batch.sampling_metadata = self._padded_metadata(md, step)
+            try:
+                out = super()._sample(logits, spec_decode_metadata)
+            finally:
+                batch.sampling_metadata = md
+                for p, real in min_p:
+                    p.min_p = real
         if self.use_async_scheduling:
             sampled = out.sampled_token_ids
             self._prev_sampled[: sampled.shape[0]].copy_(sampled.view(-1))
         return out
+
+    def _padded_metadata(self, md, step: PaddedStep):
+        """md with its per-request tensors sliced at the request bucket instead of the batch. The rows past
+        the batch hold the parameters of requests that left them, or the neutral ones they start with
+        (_neutral_rows): valid values, and their tokens are dropped. Seeded requests keep their own
+        generators (rows < step.reqs), so padding does not change what they draw."""
+        batch, big_r = self.input_batch, step.padded_reqs
+        if self._neutral_batch is not batch:
+            self._neutral_rows(batch)
+        fields = {name: getattr(batch, name)[:big_r] for name in ("temperature", "top_k", "top_p")
+                  if getattr(md, name) is not None}
+        for p in md.logitsprocs.argmax_invariant:
+            if isinstance(p, MinPLogitsProcessor) and p.min_p_count:
+                # Restored by _sample; update_state re-slices it at the batch's size when the batch changes.
+                p.min_p = p.min_p_device[:big_r].unsqueeze(1)
+        return replace(md, **fields)
+
+    def _neutral_rows(self, batch) -> None:
+        """Temperature 1, top-k the vocabulary, top-p 1 and min-p 0 in the rows past the batch, on the host
+        and on the device (vLLM copies only the batch's rows; a device row never written would read 0, a
+        top-k of 0). Once per input batch (vLLM may replace it when the KV cache is set up); a copy of a
+        whole buffer is an upload, no program."""
+        r = batch.num_reqs
+        buffers = [(batch.temperature_cpu_tensor, batch.temperature, 1.0), (batch.top_k_cpu_tensor, batch.top_k,
+                   batch.vocab_size), (batch.top_p_cpu_tensor, batch.top_p, 1.0)]
+        buffers += [(p.min_p_cpu_tensor, p.min_p_device, 0.0) for p in batch.logitsprocs.argmax_invariant
+                    if isinstance(p, MinPLogitsProcessor) and p.use_double_tensor]
+        for cpu, device, neutral in buffers:
+            cpu[r:] = neutral
+            device.copy_(cpu)
+        self._neutral_batch = batch
 
     def _bookkeeping_sync(self, scheduler_output, sampler_output, *args, **kwargs):
         step, sampled = self._step, sampler_output.sampled_token_ids
@@ -302,8 +363,9 @@ class TpuModelRunner(GPUModelRunner):
         """Runs one dummy step per entry of buckets.warm_up_plan through execute_model / sample_tokens, so
         every program a bucketed serving step uses is compiled (or loaded from the persistent cache) now.
 
-        The dummy requests are greedy, their blocks all the null block 0 (which attention never reads for
-        a real request), and they are finished after their step. TORCH_TPU_VLLM_WARM_UP=0 skips it
+        The dummy requests are greedy (then, per request bucket, one step that samples), their blocks all
+        the null block 0 (which attention never reads for a real request), and they are finished after
+        their step. TORCH_TPU_VLLM_WARM_UP=0 skips it
         (programs then compile at first use, as without buckets)."""
         if (os.environ.get("TORCH_TPU_VLLM_WARM_UP", "1") == "0" or not self._uses_buckets()
                 or not self.kv_cache_config.kv_cache_groups):
@@ -317,25 +379,43 @@ class TpuModelRunner(GPUModelRunner):
         # Fused graphs also depend on how their storages are held: the first step still finds vLLM's
         # zeroed KV cache as its int8 buffer (pending work would join that graph too), every later one
         # as the attention dtype's buffer the first step left. So the first step runs twice.
+        self._neutral_rows(self.input_batch)  # before any step copies into those buffers
         self._sync_device()
         plan = plan[:1] + plan
-        logger.info("tpu: warming up %d bucketed steps", len(plan))
-        params = SamplingParams(temperature=0.0, max_tokens=1)
-        group_block_sizes = [g.kv_cache_spec.block_size for g in self.kv_cache_config.kv_cache_groups]
+        # The sampler's programs depend on the request bucket only: one decode step per bucket, its requests
+        # mixing greedy with seeded and unseeded random sampling through every paddable filter (_paddable).
+        req_buckets = sorted({buckets.padded(r, self.max_num_reqs, buckets.MIN_REQS) for _, r, _ in plan})
+        sampled = [min(b, self.scheduler_config.max_num_batched_tokens) for b in req_buckets]
+        logger.info("tpu: warming up %d bucketed steps", len(plan) + len(sampled))
+        greedy = SamplingParams(temperature=0.0, max_tokens=1)
         for k, (n, r, seq_len) in enumerate(plan):
-            ids = [f"_tpu_warm_up_{k}_{i}" for i in range(r)]
-            share = [n // r + (1 if i < n % r else 0) for i in range(r)]
-            out = SchedulerOutput.make_empty()
-            for rid, q in zip(ids, share):
-                out.scheduled_new_reqs.append(NewRequestData(
-                    req_id=rid, prompt_token_ids=[0] * seq_len, mm_features=[], sampling_params=params,
-                    pooling_params=None, block_ids=tuple([0] * buckets.cdiv(seq_len, bs) for bs in group_block_sizes),
-                    num_computed_tokens=seq_len - q, lora_request=None))
-                out.num_scheduled_tokens[rid] = q
-            out.total_num_scheduled_tokens = n
-            self.execute_model(out)
-            self.sample_tokens(None)
-            done = SchedulerOutput.make_empty()
-            done.finished_req_ids = set(ids)
-            self.execute_model(done)
+            self._warm_up_step(f"{k}", n, seq_len, [greedy] * r)
+        for big_r in sampled:
+            # One request short of the bucket: vLLM's copies of the batch's rows are the partial ones of serving.
+            r = max(big_r - 1, 1)
+            params = [SamplingParams(temperature=0.7, top_k=2, top_p=0.9, min_p=0.01, max_tokens=1,
+                                     seed=i if i % 4 == 1 else None) if i % 2 or r == 1 else greedy
+                      for i in range(r)]
+            self._warm_up_step(f"sampled_{r}", r, 1, params)
         self._sync_device()
+
+    def _warm_up_step(self, name: str, n: int, seq_len: int, params: list[SamplingParams]) -> None:
+        """One dummy step of n tokens over len(params) new requests of seq_len tokens each (their last
+        tokens scheduled), their blocks all the null block 0; the requests are finished after it."""
+        r = len(params)
+        ids = [f"_tpu_warm_up_{name}_{i}" for i in range(r)]
+        share = [n // r + (1 if i < n % r else 0) for i in range(r)]
+        group_block_sizes = [g.kv_cache_spec.block_size for g in self.kv_cache_config.kv_cache_groups]
+        out = SchedulerOutput.make_empty()
+        for rid, q, p in zip(ids, share, params):
+            out.scheduled_new_reqs.append(NewRequestData(
+                req_id=rid, prompt_token_ids=[0] * seq_len, mm_features=[], sampling_params=p,
+                pooling_params=None, block_ids=tuple([0] * buckets.cdiv(seq_len, bs) for bs in group_block_sizes),
+                num_computed_tokens=seq_len - q, lora_request=None))
+            out.num_scheduled_tokens[rid] = q
+        out.total_num_scheduled_tokens = n
+        self.execute_model(out)
+        self.sample_tokens(None)
+        done = SchedulerOutput.make_empty()
+        done.finished_req_ids = set(ids)
+        self.execute_model(done)
