@@ -21,18 +21,23 @@ TEST_CACHE_MAX_BYTES ?= 2G
 
 # The serving suite (tests/serving, minutes per engine) runs in `make test-serving`; `make test` installs
 # the serving extra and runs its representative tests: vLLM greedy equals Hugging Face, one server request.
-# tests/torchrec runs in `make test-torchrec` (kept out of `make test`, also where torchrec is installed).
+# Likewise TorchRec: `make test` installs its extra and runs the unsharded EmbeddingBagCollection and the
+# fixed-shape DLRM tests; the whole tests/torchrec suite runs in `make test-torchrec`.
+TORCHREC_QUICK := tests/torchrec/test_torchrec_unsharded.py::test_embedding_bag_collection_forward_backward \
+  tests/torchrec/test_torchrec_unsharded.py::test_fixed_shape_dlrm_compiles_once
 SERVING_QUICK := 'tests/serving/test_vllm.py::test_llama_greedy_equals_hf[strict]' \
   tests/serving/test_server.py::test_completions_greedy_equals_hf \
   tests/serving/test_server.py::test_streaming_concatenates_to_the_full_text
 
-test: build $(VENV)/.serving
+test: build $(VENV)/.serving $(VENV)/.torchrec
 	cd $(BUILD) && TORCH_TPU_CACHE=0 ctest --output-on-failure
 	TORCH_TPU_CACHE=0 $(PY) -m pytest tests/test_views.py -x -q -p no:cacheprovider
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests -x -q -p no:cacheprovider --ignore=tests/serving --ignore=tests/torchrec
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest $(SERVING_QUICK) -x -q -p no:cacheprovider
+	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
+	  $(PY) -m pytest $(TORCHREC_QUICK) -x -q -p no:cacheprovider
 	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
 
 # The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
