@@ -4,15 +4,16 @@ prompt lengths; prints the tokens and the programs the serving part added, as on
 argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch),
 "async" or "sync" (vLLM's async_scheduling on, through TORCH_TPU_VLLM_ASYNC_SCHEDULING=1 which keeps it on
 the CPU plugin, or off), and optionally "sampled": request i of a batch then samples with SAMPLED[i % 4]
-(seeded, every paddable sampler feature) instead of greedily.
+(greedy or seeded, every paddable sampler feature) instead of greedily.
 """
 import json
 import os
 import sys
 
 
-# Greedy, then seeded random sampling through temperature, top-k, top-p and min-p, alone and together.
-SAMPLED = [dict(temperature=0.0), dict(temperature=0.8, top_k=5, seed=1), dict(temperature=1.0, top_p=0.8, seed=2),
+# Greedy, then seeded random sampling through temperature, top-k, top-p, min-p and the penalties.
+SAMPLED = [dict(temperature=0.0), dict(temperature=0.8, top_k=5, seed=1),
+           dict(temperature=1.0, top_p=0.8, seed=2, repetition_penalty=1.3, presence_penalty=0.4, frequency_penalty=0.4),
            dict(temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=3)]
 
 

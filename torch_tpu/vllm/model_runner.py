@@ -14,7 +14,8 @@ slices. On the plain text-decoder path this runner instead:
 - hands attention the request-indexed tensors (query starts, sequence lengths, block table) at their full
   fixed size max_num_seqs; rows past the batch have sequence length 0;
 - runs logits and the sampler on the padded request rows, with the sampling parameters (temperature,
-  top-k, top-p, min-p) read at the request bucket too, and drops the padded rows' tokens on the host;
+  top-k, top-p, min-p, penalties) read at the request bucket too and the penalties' token tensors at a
+  bucketed width, and drops the padded rows' tokens on the host;
 - under async scheduling (vLLM's default: the host schedules and prepares step N+1 while the device runs
   step N), takes each carried-over request's last input token from the previous step's sampled tokens on
   the device: every step gathers its input ids from [previous step's sampled rows (max_num_seqs, a fixed
@@ -83,11 +84,11 @@ def _rows_independent(md) -> bool:
 
 def _paddable(md) -> bool:
     """Whether the sampler's per-request state can be padded to the request bucket (_padded_metadata):
-    temperature, top-k, top-p, seeds and vLLM's built-in logits processors (min-p, logit bias, min
-    tokens). Penalties (their token tensors are as wide as the longest prompt and output), logprobs,
-    allowed-token masks, bad words and other logits processors run on the real rows only."""
+    temperature, top-k, top-p, seeds, the three penalties and vLLM's built-in logits processors (min-p,
+    logit bias, min tokens). Logprobs, allowed-token masks, bad words and other logits processors run on
+    the real rows only."""
     holder = md.thinking_budget_state_holder
-    return (md.no_penalties and md.allowed_token_ids_mask is None and md.max_num_logprobs is None
+    return (md.allowed_token_ids_mask is None and md.max_num_logprobs is None
             and not md.logprob_token_ids and not md.bad_words_token_ids
             and (holder is None or not holder.has_tracked_requests())
             and all(type(p) in _BUILTIN_PROCESSORS for p in md.logitsprocs.all))
@@ -105,6 +106,7 @@ class TpuModelRunner(GPUModelRunner):
         self._step: PaddedStep | None = None  # the step in flight, when it is bucketed
         self._sampled_padded: torch.Tensor | None = None
         self._neutral_batch = None  # the input batch whose padded sampling rows _neutral_rows has set
+        self._padded_prompt = None  # (vLLM's prompt token tensor, request bucket, its padded copy)
         self._positions_host = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
         self._logits_indices = self._make_buffer(self.max_num_reqs, dtype=torch.int64)
         self._is_padding_host = self._make_buffer(self.max_num_tokens, dtype=torch.bool)
@@ -292,12 +294,13 @@ class TpuModelRunner(GPUModelRunner):
             return super()._sample(logits, spec_decode_metadata)
         batch = self.input_batch
         md = batch.sampling_metadata
-        if logits.shape[0] == step.reqs or _rows_independent(md):
+        if _rows_independent(md):
             out = super()._sample(logits, spec_decode_metadata)
         elif not _paddable(md):
             out = super()._sample(logits[: step.reqs], spec_decode_metadata)
         else:
             min_p = [(p, p.min_p) for p in md.logitsprocs.argmax_invariant if isinstance(p, MinPLogitsProcessor)]
+            batch.update_async_output_token_ids()  # the penalties' output tokens are copied below
             batch.sampling_metadata = self._padded_metadata(md, step)
             try:
                 out = super()._sample(logits, spec_decode_metadata)
@@ -320,20 +323,55 @@ class TpuModelRunner(GPUModelRunner):
             self._neutral_rows(batch)
         fields = {name: getattr(batch, name)[:big_r] for name in ("temperature", "top_k", "top_p")
                   if getattr(md, name) is not None}
+        if not md.no_penalties:
+            fields.update({name: getattr(batch, name)[:big_r]
+                           for name in ("frequency_penalties", "presence_penalties", "repetition_penalties")})
+            fields["prompt_token_ids"] = self._padded_prompt_ids(md, big_r)
+            fields["output_token_ids"] = self._padded_output_ids(md.output_token_ids, big_r, batch.vocab_size)
         for p in md.logitsprocs.argmax_invariant:
             if isinstance(p, MinPLogitsProcessor) and p.min_p_count:
                 # Restored by _sample; update_state re-slices it at the batch's size when the batch changes.
                 p.min_p = p.min_p_device[:big_r].unsqueeze(1)
         return replace(md, **fields)
 
+    def _penalty_width(self, width: int) -> int:
+        """The bucket of a penalty token tensor's width (the longest prompt, or output, of the batch)."""
+        return buckets.padded(max(width, 1), self.max_model_len, buckets.MIN_TOKENS)
+
+    def _padded_prompt_ids(self, md, big_r: int) -> torch.Tensor:
+        """vLLM's prompt token tensor [r, longest prompt] (padded with the vocabulary size, a token no prompt
+        has) as [big_r, its width's bucket]: one upload, redone only when vLLM remakes it (a new batch)."""
+        cached = self._padded_prompt
+        if cached is not None and cached[0] is md.prompt_token_ids and cached[1] == big_r:
+            return cached[2]
+        batch = self.input_batch
+        r, width = md.prompt_token_ids.shape
+        ids = np.full((big_r, self._penalty_width(width)), batch.vocab_size, dtype=np.int64)
+        ids[:r, :width] = batch.token_ids_cpu[:r, :width]
+        for i in range(r):
+            ids[i, batch.num_prompt_tokens[i]:] = batch.vocab_size
+        padded = torch.from_numpy(ids).to(self.device, non_blocking=False)
+        self._padded_prompt = (md.prompt_token_ids, big_r, padded)
+        return padded
+
+    def _padded_output_ids(self, outputs: list[list[int]], big_r: int, pad: int) -> list[list[int]]:
+        """The batch's output tokens as big_r rows of the longest one's width bucket, padded with `pad` (the
+        vocabulary size, which the penalties' counts leave out), so their tensor has a bucketed shape."""
+        width = self._penalty_width(max(map(len, outputs), default=0))
+        rows = [row + [pad] * (width - len(row)) for row in outputs]
+        return rows + [[pad] * width for _ in range(big_r - len(rows))]
+
     def _neutral_rows(self, batch) -> None:
-        """Temperature 1, top-k the vocabulary, top-p 1 and min-p 0 in the rows past the batch, on the host
+        """Temperature 1, top-k the vocabulary, top-p 1, no penalties and min-p 0 in the rows past the batch, on the host
         and on the device (vLLM copies only the batch's rows; a device row never written would read 0, a
         top-k of 0). Once per input batch (vLLM may replace it when the KV cache is set up); a copy of a
         whole buffer is an upload, no program."""
         r = batch.num_reqs
         buffers = [(batch.temperature_cpu_tensor, batch.temperature, 1.0), (batch.top_k_cpu_tensor, batch.top_k,
-                   batch.vocab_size), (batch.top_p_cpu_tensor, batch.top_p, 1.0)]
+                   batch.vocab_size), (batch.top_p_cpu_tensor, batch.top_p, 1.0),
+                   (batch.frequency_penalties_cpu_tensor, batch.frequency_penalties, 0.0),
+                   (batch.presence_penalties_cpu_tensor, batch.presence_penalties, 0.0),
+                   (batch.repetition_penalties_cpu_tensor, batch.repetition_penalties, 1.0)]
         buffers += [(p.min_p_cpu_tensor, p.min_p_device, 0.0) for p in batch.logitsprocs.argmax_invariant
                     if isinstance(p, MinPLogitsProcessor) and p.use_double_tensor]
         for cpu, device, neutral in buffers:
@@ -394,10 +432,24 @@ class TpuModelRunner(GPUModelRunner):
             # One request short of the bucket: vLLM's copies of the batch's rows are the partial ones of serving.
             r = max(big_r - 1, 1)
             params = [SamplingParams(temperature=0.7, top_k=2, top_p=0.9, min_p=0.01, max_tokens=1,
+                                     repetition_penalty=1.1, presence_penalty=0.1, frequency_penalty=0.1,
                                      seed=i if i % 4 == 1 else None) if i % 2 or r == 1 else greedy
                       for i in range(r)]
             self._warm_up_step(f"sampled_{r}", r, 1, params)
+            self._warm_up_penalties(big_r)
         self._sync_device()
+
+    def _warm_up_penalties(self, big_r: int) -> None:
+        """vLLM's penalties at every width bucket of their token tensors (the longest prompt and output of
+        a batch grow past what dummy steps reach), on dummy logits of the request bucket."""
+        from vllm.v1.sample.ops.penalties import apply_all_penalties
+
+        batch, vocab = self.input_batch, self.input_batch.vocab_size
+        for width in buckets.sizes(self.max_model_len, buckets.MIN_TOKENS):
+            logits = torch.zeros(big_r, vocab, device=self.device)
+            prompt = torch.full((big_r, width), vocab, dtype=torch.int64).to(self.device)
+            apply_all_penalties(logits, prompt, batch.presence_penalties[:big_r], batch.frequency_penalties[:big_r],
+                                batch.repetition_penalties[:big_r], [[vocab] * width] * big_r)
 
     def _warm_up_step(self, name: str, n: int, seq_len: int, params: list[SamplingParams]) -> None:
         """One dummy step of n tokens over len(params) new requests of seq_len tokens each (their last
