@@ -3,7 +3,7 @@ prompt lengths; prints the tokens and the programs the serving part added, as on
 
 argv: model folder, JSON file of [[prompt, max_tokens], ...] batches (one generate call per batch),
 "async" or "sync" (vLLM's async_scheduling on, through TORCH_TPU_VLLM_ASYNC_SCHEDULING=1 which keeps it on
-the CPU plugin, or off), and optionally "sampled": request i of a batch then samples with SAMPLED[i % 4]
+the CPU plugin, or off), and optionally "sampled": request i of a batch then samples with SAMPLED[i % 5]
 (greedy or seeded, every paddable sampler feature) instead of greedily.
 """
 import json
@@ -11,8 +11,10 @@ import os
 import sys
 
 
-# Greedy, then seeded random sampling through temperature, top-k, top-p, min-p and the penalties.
-SAMPLED = [dict(temperature=0.0), dict(temperature=0.8, top_k=5, seed=1),
+# Greedy, greedy with penalties (a batch of the first two is greedy throughout), then seeded random sampling
+# through temperature, top-k, top-p, min-p and the penalties.
+SAMPLED = [dict(temperature=0.0), dict(temperature=0.0, repetition_penalty=1.5, frequency_penalty=0.5),
+           dict(temperature=0.8, top_k=5, seed=1),
            dict(temperature=1.0, top_p=0.8, seed=2, repetition_penalty=1.3, presence_penalty=0.4, frequency_penalty=0.4),
            dict(temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=3)]
 
@@ -33,7 +35,7 @@ def main():
     tpu_device.reset_compile_cache_stats()  # LLM() has warmed up: everything from here is serving
     tokens = []
     for batch in batches:
-        params = [SamplingParams(max_tokens=m, ignore_eos=True, **(SAMPLED[i % 4] if sampled else dict(temperature=0)))
+        params = [SamplingParams(max_tokens=m, ignore_eos=True, **(SAMPLED[i % len(SAMPLED)] if sampled else dict(temperature=0)))
                   for i, (_, m) in enumerate(batch)]
         outs = llm.generate([p for p, _ in batch], params, use_tqdm=False)
         tokens.append([list(o.outputs[0].token_ids) for o in outs])

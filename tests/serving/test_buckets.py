@@ -13,6 +13,7 @@ pytest.importorskip("vllm")  # not installed: skipped; a broken install fails co
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, HERE)
+import buckets_child  # noqa: E402  (its SAMPLED table; it imports vllm only in main())
 import tiny_models  # noqa: E402
 
 from torch_tpu.vllm import buckets  # noqa: E402
@@ -135,15 +136,18 @@ def test_sampling_runs_at_the_request_bucket(tmp_path, mode):
     vLLM's own preparation, the sampler on the real rows), as a seeded request draws from its own
     generator whatever rows surround it."""
     folder = tiny_models.make_model("llama", str(tmp_path / "llama"))
-    batches = _batches()
+    prompts = tiny_models.PROMPTS
+    batches = _batches() + [[[prompts[2], 11], [prompts[3], 13]]]  # greedy, and greedy with penalties
     bucketed = _serve(tmp_path, folder, batches, mode, "sync", "sampled")
     plain = _serve(tmp_path, folder, batches, "strict", "sync", "sampled", TORCH_TPU_VLLM_BUCKETS="0")
     assert bucketed["tokens"] == plain["tokens"]
     unique = sorted({p for batch in batches for p, _ in batch})
     reference = dict(zip(unique, tiny_models.hf_greedy(folder, unique, max(m for b in batches for _, m in b))))
     expected = [[reference[p][:m] for p, m in batch] for batch in batches]
-    pairs = [(got, want, i % 4 == 0) for g, e in zip(bucketed["tokens"], expected) for i, (got, want) in enumerate(zip(g, e))]
-    assert all(got == want for got, want, greedy in pairs if greedy)  # the greedy requests of a mixed batch
-    assert any(got != want for got, want, greedy in pairs if not greedy)  # and the others did sample
+    n = len(buckets_child.SAMPLED)
+    pairs = [(got, want, i % n) for g, e in zip(bucketed["tokens"], expected) for i, (got, want) in enumerate(zip(g, e))]
+    assert all(got == want for got, want, kind in pairs if kind == 0)  # the greedy requests of a mixed batch
+    assert any(got != want for got, want, kind in pairs if kind == 1)  # greedy with penalties differs
+    assert any(got != want for got, want, kind in pairs if kind > 1)  # and the others did sample
     if mode == "strict":
         assert bucketed["new_programs"] == 0, bucketed

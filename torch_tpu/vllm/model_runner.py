@@ -77,9 +77,9 @@ class PaddedStep:
 
 
 def _rows_independent(md) -> bool:
-    """Whether the sampler can run on padded logits rows: greedy, without per-request tensors sized to
-    the real batch (penalties, allowed-token masks, logprobs)."""
-    return md.all_greedy and _paddable(md)
+    """Whether the sampler can run on padded logits rows as vLLM made its state: greedy, without penalties
+    (their tensors are sized to the real batch) and paddable."""
+    return md.all_greedy and md.no_penalties and _paddable(md)
 
 
 def _paddable(md) -> bool:
@@ -362,10 +362,10 @@ class TpuModelRunner(GPUModelRunner):
         return rows + [[pad] * width for _ in range(big_r - len(rows))]
 
     def _neutral_rows(self, batch) -> None:
-        """Temperature 1, top-k the vocabulary, top-p 1, no penalties and min-p 0 in the rows past the batch, on the host
-        and on the device (vLLM copies only the batch's rows; a device row never written would read 0, a
-        top-k of 0). Once per input batch (vLLM may replace it when the KV cache is set up); a copy of a
-        whole buffer is an upload, no program."""
+        """Temperature 1, top-k the vocabulary, top-p 1, no penalties and min-p 0 in the rows past the batch,
+        on the host and on the device (vLLM copies only the batch's rows; a device row never written would
+        read 0, a top-k of 0). Once per input batch (vLLM may replace it when the KV cache is set up); a copy
+        of a whole buffer is an upload, no program."""
         r = batch.num_reqs
         buffers = [(batch.temperature_cpu_tensor, batch.temperature, 1.0), (batch.top_k_cpu_tensor, batch.top_k,
                    batch.vocab_size), (batch.top_p_cpu_tensor, batch.top_p, 1.0),
