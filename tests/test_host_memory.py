@@ -115,6 +115,28 @@ def test_non_blocking_upload_from_pinned(mode, dtype):
     assert_close(f, cpu.to(torch.float64))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.bool, torch.complex64, torch.float8_e4m3fn])
+def test_uploads_into_ranges_of_a_small_buffer_share_one_program(mode, dtype):
+    # vLLM copies a batch's first n rows into fixed per-request buffers with n changing every step: into a
+    # small storage, any contiguous range is one merge program (bounds as operands), not one per n.
+    import torch_tpu.device as tpu_device
+
+    values = (torch.arange(40) % 5).to(dtype)
+    dev = torch.zeros(40, dtype=dtype, device="tpu")
+    expected = torch.zeros(40, dtype=dtype)
+    torch.tpu.synchronize()
+    for n in (3, 4, 5, 9, 17, 33):  # the first two as warm-up (Fused: a step's graph, then its replay)
+        dev[:n].copy_(values[:n].pin_memory(), non_blocking=True)
+        expected[:n] = values[:n]
+        dev[n - 2:n].copy_(values[:2])  # another range, from pageable memory
+        expected[n - 2:n] = values[:2]
+        torch.tpu.synchronize()
+        if n == 4:
+            tpu_device.reset_compile_cache_stats()
+    assert torch.equal(dev.cpu().view(torch.uint8), expected.view(torch.uint8))
+    assert tpu_device.compile_cache_stats()["memory"]["misses"] == 0
+
+
 def test_non_blocking_upload_keeps_source_alive(mode):
     # A large pinned source dropped right after the call: the transfer still reads valid memory.
     cpu = torch.randn(4 * 1024 * 1024)  # 16 MiB
