@@ -11,7 +11,8 @@ does not take the others with it.
 torchrec's own ops for its `unfused_tpu` compute kernel (torchrec::embedding_pooled_lookup_offset, ...,
 csrc/aten/ShardedEmbeddingKernels.cpp) are defined in Python by `torchrec.experimental.torch_tpu.pallas.ops`,
 which torchrec imports when it builds a sharded table; the same hook registers their tpu kernels right after that
-module runs. The sharded path's other pieces (docs/torchrec.md, "Sharding") are in `torch_tpu.torchrec.sharding`.
+module runs. The sharded path's other pieces (docs/torchrec.md, "Sharding") are in `torch_tpu.torchrec.sharding`,
+installed when torchrec's `torchrec.distributed.batched_embedding_kernel` is imported.
 """
 import importlib.abc
 import importlib.machinery
@@ -31,6 +32,9 @@ def register_kernels() -> bool:
     if _MODULE not in sys.modules:
         raise RuntimeError("torch_tpu.torchrec.register_kernels: import fbgemm_gpu first (it defines the ops)")
     error = _C._register_fbgemm_kernels()
+    from . import sharding
+
+    sharding.install_fbgemm_errors()
     if error:
         version = getattr(sys.modules.get(_MODULE), "__version__", "unknown")
         warnings.warn(f"torch_tpu: fbgemm_gpu {version} (tested: {TESTED_FBGEMM}): these ops get no tpu kernel "
@@ -51,13 +55,17 @@ def register_torchrec_kernels() -> bool:
         warnings.warn(f"torch_tpu: these torchrec ops get no tpu kernel (they raise NotImplementedError on tpu): "
                       f"{error}", RuntimeWarning, stacklevel=2)
         return False
-    from . import sharding
-
-    sharding.install()
     return True
 
 
-_AFTER_IMPORT = {_MODULE: register_kernels, _TORCHREC_OPS: register_torchrec_kernels}
+def _install_sharding() -> None:
+    from . import sharding
+
+    sharding.install()
+
+
+_KERNELS = "torchrec.distributed.batched_embedding_kernel"
+_AFTER_IMPORT = {_MODULE: register_kernels, _TORCHREC_OPS: register_torchrec_kernels, _KERNELS: _install_sharding}
 
 
 class _Loader(importlib.abc.Loader):
@@ -96,5 +104,7 @@ def install() -> None:
         register_kernels()
     if _TORCHREC_OPS in sys.modules:
         register_torchrec_kernels()
+    if _KERNELS in sys.modules:
+        _install_sharding()
     if not any(isinstance(f, _FbgemmFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _FbgemmFinder())

@@ -5,6 +5,12 @@ device tpu beyond kernels; installed with torchrec's unfused_tpu ops (torch_tpu.
   other rank) asks `torch.cuda.current_device()` for any process group but gloo's; for a tpu_dist group it is
   this process's tpu device. Registered through torch's `custom_sharded_op_impl`, so every other case stays
   torch's own.
+- torchrec's unfused_tpu kernel (`BatchedTPUEmbeddingBag`) does not list its tables' weights by table
+  (`_param_per_table`, which torchrec 1.9.2's other kernels fill), so the sharded collection registers empty
+  placeholders as `embedding_bags.<table>.weight`: `model.parameters()` misses the tables and an optimizer built
+  from it never trains them. After each such kernel is built, its per-table weights (the parameters the lookups
+  use) are listed there, as the DENSE kernel does; a group holding two shards of one table (column-wise on one
+  rank) is left as torchrec made it.
 """
 import torch
 
@@ -12,10 +18,29 @@ _installed = False
 
 
 def _tpu_dist(pg) -> bool:
+    """The group has a backend for tpu tensors (tpu_dist, under whichever name the group was created with)."""
+    if pg is None:
+        return False
     try:
-        return pg is not None and pg._get_backend_name() == "tpu_dist"
+        pg._get_backend(torch.device("tpu"))
+        return True
     except RuntimeError:
         return False
+
+
+def _list_tpu_kernel_params(cls) -> None:
+    init = cls.__init__
+
+    def __init__(self, config, *args, **kwargs):
+        init(self, config, *args, **kwargs)
+        if getattr(self, "_use_batched_lookup", False) or self._param_per_table:
+            return
+        names = [t.name for t in config.embedding_tables]
+        if len(set(names)) == len(names):
+            self._param_per_table = {name: m.weight for name, m in zip(names, self._emb_modules)}
+
+    __init__.__wrapped__ = init
+    cls.__init__ = __init__
 
 
 def install() -> None:
@@ -23,6 +48,9 @@ def install() -> None:
     if _installed:
         return
     _installed = True
+    from torchrec.distributed.batched_embedding_kernel import BatchedTPUEmbeddingBag
+
+    _list_tpu_kernel_params(BatchedTPUEmbeddingBag)
     from torch.distributed._shard.sharded_tensor import custom_sharded_op_impl
     from torch.distributed._shard.sharded_tensor._ops.tensor_ops import tensor_device
 
@@ -32,3 +60,69 @@ def install() -> None:
         if not st._local_shards and _tpu_dist(pg):
             return torch.device("tpu", torch.tpu.current_device())
         return tensor_device(types, args, kwargs, pg)
+
+
+# ---- FUSED / DENSE compute kernels: a clear error -----------------------------------------------------------
+# TorchRec's FUSED kernel (fbgemm's SplitTableBatchedEmbeddingBagsCodegen) and DENSE kernel (data-parallel tables,
+# DenseTableBatchedEmbeddingBagsCodegen) run fbgemm's generated table-batched embedding code, which exists for
+# CUDA/MTIA and the CPU only. On tpu the first fbgemm op each reaches raises this instead of "not implemented".
+_FUSED_MESSAGE = ("{op} on tpu: TorchRec's {kernel} compute kernel (fbgemm's {module}) has no tpu implementation; "
+                  "shard the tables with compute kernel 'unfused_tpu' (ParameterConstraints(compute_kernels="
+                  "['unfused_tpu']), or the sharders of torch_tpu.torchrec.sharding.tpu_sharders(), whose planner "
+                  "choices are unfused_tpu)")
+_error_libs = []
+
+
+def _raiser(op, kernel, module):
+    def raise_(*args, **kwargs):
+        raise NotImplementedError(_FUSED_MESSAGE.format(op=op, kernel=kernel, module=module))
+    return raise_
+
+
+def install_fbgemm_errors() -> None:
+    """Registers the raising tpu kernels (idempotent); fbgemm_gpu must be imported."""
+    if _error_libs:
+        return
+    lib = torch.library.Library("fbgemm", "IMPL")
+    lib.impl("get_infos_metadata", _raiser("fbgemm::get_infos_metadata", "FUSED",
+                                           "SplitTableBatchedEmbeddingBagsCodegen"), "PrivateUse1")
+    lib.impl("dense_embedding_codegen_lookup_function",
+             _raiser("fbgemm::dense_embedding_codegen_lookup_function", "DENSE",
+                     "DenseTableBatchedEmbeddingBagsCodegen"), "PrivateUse1")
+    _error_libs.append(lib)
+
+
+# ---- sharders whose planner choices run on tpu -----------------------------------------------------------------
+# The sharding types checked on tpu (tests/torchrec/test_torchrec_sharded.py).
+TPU_SHARDING_TYPES = ("table_wise", "row_wise", "column_wise")
+_sharder_class = None
+
+
+def _tpu_sharder_class():
+    global _sharder_class
+    if _sharder_class is None:
+        from torchrec.distributed.embedding_types import EmbeddingComputeKernel
+        from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+
+        class TpuEmbeddingBagCollectionSharder(EmbeddingBagCollectionSharder):
+            """EmbeddingBagCollectionSharder that offers the planner, on "tpu", only what runs there: the
+            unfused_tpu kernel and table-, row- and column-wise sharding (elsewhere it is torchrec's own)."""
+
+            def sharding_types(self, compute_device_type):
+                types = super().sharding_types(compute_device_type)
+                return [t for t in types if t in TPU_SHARDING_TYPES] if compute_device_type == "tpu" else types
+
+            def compute_kernels(self, sharding_type, compute_device_type):
+                kernels = super().compute_kernels(sharding_type, compute_device_type)
+                if compute_device_type != "tpu":
+                    return kernels
+                return [k for k in kernels if k == EmbeddingComputeKernel.UNFUSED_TPU.value]
+
+        _sharder_class = TpuEmbeddingBagCollectionSharder
+    return _sharder_class
+
+
+def tpu_sharders(**kwargs):
+    """[the EmbeddingBagCollection sharder for tpu] (kwargs: EmbeddingBagCollectionSharder's), for
+    EmbeddingShardingPlanner.plan / collective_plan and DistributedModelParallel(sharders=...)."""
+    return [_tpu_sharder_class()(**kwargs)]
