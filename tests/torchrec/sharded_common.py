@@ -110,5 +110,10 @@ def loss_fn(logits, labels):
     return nn.functional.binary_cross_entropy_with_logits(logits, labels, reduction="sum")
 
 
-def make_optimizer(model):
-    return torch.optim.SGD(model.parameters(), lr=LR)
+def make_optimizer(model, name):
+    """SGD or Adagrad over model.parameters(): a sharded model's local shards and dense parameters."""
+    if name == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=LR)
+    if name == "adagrad":
+        return torch.optim.Adagrad(model.parameters(), lr=LR)
+    raise ValueError(f"unknown optimizer {name!r}")

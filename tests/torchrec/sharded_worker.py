@@ -1,8 +1,9 @@
 """One rank of a 2-process DistributedModelParallel run over tpu_dist (tests/torchrec/test_torchrec_sharded.py).
 
-usage: sharded_worker.py SCENARIO RANK WORLD INIT_FILE OUT_DIR
+usage: sharded_worker.py SCENARIO RANK WORLD INIT_FILE OUT_DIR OPTIMIZER
   SCENARIO: table_wise | row_wise | column_wise (every table sharded so, kernel unfused_tpu), or planner
   (the planner picks sharding types and kernels on "tpu", from torch_tpu.torchrec.sharding.tpu_sharders()).
+  OPTIMIZER: sgd | adagrad.
 
 Each rank builds the same EmbeddingBagCollection + dense model (seeded), shards it, runs forward and a few
 optimizer steps on its slice of a global batch, saves the sharded model with torch.distributed.checkpoint,
@@ -23,6 +24,7 @@ def main():
     # A hang shows where each rank waits (the test's bound kills the ranks a little later).
     faulthandler.dump_traceback_later(float(os.environ.get("SHARDED_WORKER_DUMP_AFTER", "240")), exit=True)
     scenario, rank, world, init, out_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+    optimizer = sys.argv[6]
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     import torch_tpu  # noqa: F401
     import torch.distributed.checkpoint as dcp
@@ -59,7 +61,7 @@ def main():
                               [str(s.placement) for s in getattr(ps.sharding_spec, "shards", [])])
                        for mod in plan.plan.values() for name, ps in mod.items()}}
     batches = common.batches(world)
-    opt = common.make_optimizer(dmp)
+    opt = common.make_optimizer(dmp, optimizer)
     losses, outputs = [], []
     for step, (dense, kjt, labels) in enumerate(batches):
         d, k, y = common.rank_slice(dense, kjt, labels, rank, world)

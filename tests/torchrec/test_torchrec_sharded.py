@@ -1,6 +1,6 @@
 """TorchRec's DistributedModelParallel on device tpu over tpu_dist: 2 processes (tests/torchrec/sharded_worker.py)
 shard an EmbeddingBagCollection + dense model table-wise, row-wise and column-wise with the unfused_tpu compute
-kernel, or as the planner chooses on "tpu"; forward and SGD steps must equal the unsharded model trained on the
+kernel, or as the planner chooses on "tpu"; forward and SGD / Adagrad steps must equal the unsharded model trained on the
 whole batch in one process, and a torch.distributed.checkpoint (DCP) save loaded into a fresh sharded model must
 give the trained model's outputs.
 
@@ -23,7 +23,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worke
 TIMEOUT = 240  # seconds for both ranks; a run takes ~30 s on the 2-core CI machine
 
 
-def _reference(dtype, device):
+def _reference(dtype, device, optimizer):
     """Per-step outputs of the unsharded model on the whole batch (in `dtype` on `device`) and its outputs on the
     first batch after training. The sharded run averages its ranks' gradients: DDP the dense ones, and TorchRec's
     all-to-all backward the tables' (torchrec.distributed.comm_ops gradient division, on by default): the
@@ -31,7 +31,7 @@ def _reference(dtype, device):
     model = common.make_model(0, device="cpu")
     common.load_initial_weights(model, 0)
     model = model.to(device=device, dtype=dtype)
-    opt = common.make_optimizer(model)
+    opt = common.make_optimizer(model, optimizer)
     outputs = []
     batches = common.batches(WORLD)
     for dense, kjt, labels in batches:
@@ -64,23 +64,31 @@ def _assert_within_float32_error(got, want32, exact, sl):
     torch.testing.assert_close(got.double(), exact[sl], atol=tol, rtol=0)
 
 
-@pytest.fixture(scope="module")
-def reference():
-    return {"exact": _reference(torch.float64, "cpu"), "cpu32": _reference(torch.float32, "cpu"),
-            "tpu32": _reference(torch.float32, "tpu")}
+_REFERENCES = {}
 
 
-def _run(scenario, mode, tmp_path):
+def _references(optimizer):
+    if optimizer not in _REFERENCES:
+        _REFERENCES[optimizer] = {"exact": _reference(torch.float64, "cpu", optimizer),
+                                  "cpu32": _reference(torch.float32, "cpu", optimizer),
+                                  "tpu32": _reference(torch.float32, "tpu", optimizer)}
+    return _REFERENCES[optimizer]
+
+
+def _run(scenario, optimizer, mode, tmp_path):
     init = tmp_path / "store"
-    cmds = [[sys.executable, WORKER, scenario, str(r), str(WORLD), str(init), str(tmp_path)] for r in range(WORLD)]
+    cmds = [[sys.executable, WORKER, scenario, str(r), str(WORLD), str(init), str(tmp_path), optimizer]
+            for r in range(WORLD)]
     launch_commands(cmds, mode, timeout=TIMEOUT, env={"SHARDED_WORKER_DUMP_AFTER": str(TIMEOUT - 20)})
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
-@pytest.mark.parametrize("scenario", ["table_wise", "row_wise", "column_wise", "planner"])
-def test_dmp_matches_unsharded(scenario, mode, tmp_path, reference):
-    records = _run(scenario, mode, tmp_path)
+@pytest.mark.parametrize("scenario,optimizer", [("table_wise", "sgd"), ("row_wise", "adagrad"),
+                                                ("column_wise", "sgd"), ("planner", "adagrad")])
+def test_dmp_matches_unsharded(scenario, optimizer, mode, tmp_path):
+    reference = _references(optimizer)
+    records = _run(scenario, optimizer, mode, tmp_path)
     exact, _ = reference["exact"]
     cpu32, trained_cpu32 = reference["cpu32"]
     tpu32, trained_tpu32 = reference["tpu32"]
