@@ -133,6 +133,16 @@ def test_fused_kernel_names_unfused_tpu():
     with pytest.raises(NotImplementedError, match="FUSED compute kernel .* compute kernel 'unfused_tpu'"):
         SplitTableBatchedEmbeddingBagsCodegen([(10, 16, EmbeddingLocation.DEVICE, ComputeDevice.CUDA)],
                                               device=torch.device("tpu"))
+    # torchrec's kernel modules, as DistributedModelParallel builds them for a FUSED or DENSE plan.
+    from torchrec.distributed.batched_embedding_kernel import BatchedDenseEmbeddingBag, BatchedFusedEmbeddingBag
+    from torchrec.distributed.embedding_types import GroupedEmbeddingConfig
+    from torchrec.modules.embedding_configs import DataType, PoolingType
+
+    config = GroupedEmbeddingConfig(data_type=DataType.FP32, pooling=PoolingType.SUM, is_weighted=False,
+                                    has_feature_processor=False, compute_kernel=None, embedding_tables=[])
+    for cls, kernel in [(BatchedFusedEmbeddingBag, "FUSED"), (BatchedDenseEmbeddingBag, "DENSE")]:
+        with pytest.raises(NotImplementedError, match=f"{cls.__name__} on tpu: TorchRec's {kernel} compute kernel"):
+            cls(config, device=torch.device("tpu"))
 
 
 def test_tpu_sharders_offer_only_what_runs():

@@ -11,7 +11,10 @@ device tpu beyond kernels; installed with torchrec's unfused_tpu ops (torch_tpu.
   from it never trains them. After each such kernel is built, its per-table weights (the parameters the lookups
   use) are listed there, as the DENSE kernel does; a group holding two shards of one table (column-wise on one
   rank) is left as torchrec made it.
+- The FUSED and DENSE compute kernels raise a NotImplementedError naming unfused_tpu when built for tpu (below).
 """
+import inspect
+
 import torch
 
 _installed = False
@@ -48,9 +51,13 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    from torchrec.distributed.batched_embedding_kernel import BatchedTPUEmbeddingBag
+    import torchrec.distributed.batched_embedding_kernel as kernels
 
-    _list_tpu_kernel_params(BatchedTPUEmbeddingBag)
+    if hasattr(kernels, "BatchedTPUEmbeddingBag"):  # else a torchrec without the unfused_tpu kernel
+        _list_tpu_kernel_params(kernels.BatchedTPUEmbeddingBag)
+    for name, (kernel, module) in _KERNEL_MODULES.items():
+        if hasattr(kernels, name):
+            _refuse_on_tpu(getattr(kernels, name), kernel, module)
     from torch.distributed._shard.sharded_tensor import custom_sharded_op_impl
     from torch.distributed._shard.sharded_tensor._ops.tensor_ops import tensor_device
 
@@ -65,30 +72,48 @@ def install() -> None:
 # ---- FUSED / DENSE compute kernels: a clear error -----------------------------------------------------------
 # TorchRec's FUSED kernel (fbgemm's SplitTableBatchedEmbeddingBagsCodegen) and DENSE kernel (data-parallel tables,
 # DenseTableBatchedEmbeddingBagsCodegen) run fbgemm's generated table-batched embedding code, which exists for
-# CUDA/MTIA and the CPU only. On tpu the first fbgemm op each reaches raises this instead of "not implemented".
-_FUSED_MESSAGE = ("{op} on tpu: TorchRec's {kernel} compute kernel (fbgemm's {module}) has no tpu implementation; "
-                  "shard the tables with compute kernel 'unfused_tpu' (ParameterConstraints(compute_kernels="
-                  "['unfused_tpu']), or the sharders of torch_tpu.torchrec.sharding.tpu_sharders(), whose planner "
-                  "choices are unfused_tpu)")
+# CUDA/MTIA and the CPU only. torchrec's kernel modules for them (Batched{Fused,Dense}Embedding[Bag]) raise this
+# when built for a tpu device (the DENSE one would otherwise fail asking torch.cuda for its device), and fbgemm's
+# SplitTableBatchedEmbeddingBagsCodegen built directly on tpu raises it from the first fbgemm op it calls.
+_FUSED_MESSAGE = ("{where} on tpu: TorchRec's {kernel} compute kernel (fbgemm's {module}) has no tpu "
+                  "implementation; shard the tables with compute kernel 'unfused_tpu' (ParameterConstraints("
+                  "compute_kernels=['unfused_tpu']), or the sharders of torch_tpu.torchrec.sharding.tpu_sharders(), "
+                  "whose planner choices are unfused_tpu)")
+_KERNEL_MODULES = {"BatchedFusedEmbeddingBag": ("FUSED", "SplitTableBatchedEmbeddingBagsCodegen"),
+                   "BatchedFusedEmbedding": ("FUSED", "SplitTableBatchedEmbeddingCodegen"),
+                   "BatchedDenseEmbeddingBag": ("DENSE", "DenseTableBatchedEmbeddingBagsCodegen"),
+                   "BatchedDenseEmbedding": ("DENSE", "DenseTableBatchedEmbeddingBagsCodegen")}
 _error_libs = []
 
 
-def _raiser(op, kernel, module):
-    def raise_(*args, **kwargs):
-        raise NotImplementedError(_FUSED_MESSAGE.format(op=op, kernel=kernel, module=module))
-    return raise_
+def _refuse_on_tpu(cls, kernel, module) -> None:
+    init = cls.__init__
+    signature = inspect.signature(init)
+
+    def __init__(self, *args, **kwargs):
+        device = signature.bind(self, *args, **kwargs).arguments.get("device")
+        if device is not None and torch.device(device).type == "tpu":
+            raise NotImplementedError(_FUSED_MESSAGE.format(where=f"torchrec {cls.__name__}", kernel=kernel,
+                                                            module=module))
+        init(self, *args, **kwargs)
+
+    __init__.__wrapped__ = init
+    cls.__init__ = __init__
 
 
 def install_fbgemm_errors() -> None:
-    """Registers the raising tpu kernels (idempotent); fbgemm_gpu must be imported."""
+    """Registers the raising tpu kernel of fbgemm's get_infos_metadata (idempotent); fbgemm_gpu must be imported."""
     if _error_libs:
         return
     lib = torch.library.Library("fbgemm", "IMPL")
-    lib.impl("get_infos_metadata", _raiser("fbgemm::get_infos_metadata", "FUSED",
-                                           "SplitTableBatchedEmbeddingBagsCodegen"), "PrivateUse1")
-    lib.impl("dense_embedding_codegen_lookup_function",
-             _raiser("fbgemm::dense_embedding_codegen_lookup_function", "DENSE",
-                     "DenseTableBatchedEmbeddingBagsCodegen"), "PrivateUse1")
+
+    def raise_(*args, **kwargs):
+        raise NotImplementedError(_FUSED_MESSAGE.format(where="fbgemm::get_infos_metadata", kernel="FUSED",
+                                                        module="SplitTableBatchedEmbeddingBagsCodegen"))
+    try:
+        lib.impl("get_infos_metadata", raise_, "PrivateUse1")
+    except RuntimeError:  # not defined by this fbgemm release: the kernel then fails as any op without a tpu kernel
+        return
     _error_libs.append(lib)
 
 
