@@ -62,7 +62,7 @@ def main():
                        for mod in plan.plan.values() for name, ps in mod.items()}}
     batches = common.batches(world)
     opt = common.make_optimizer(dmp, optimizer)
-    losses, outputs = [], []
+    losses, outputs, compiled = [], [], []
     for step, (dense, kjt, labels) in enumerate(batches):
         d, k, y = common.rank_slice(dense, kjt, labels, rank, world)
         out = dmp(d.to(device), k.to(device))
@@ -74,7 +74,9 @@ def main():
             record["params"] = [(n, tuple(p.shape), p.grad is not None) for n, p in dmp.named_parameters()]
         opt.step()
         losses.append(loss.detach().cpu())
-    record["outputs"], record["losses"] = outputs, losses
+        torch.tpu.synchronize()
+        compiled.append(torch.tpu.compile_cache_stats()["memory"]["misses"])  # programs new to this process
+    record["outputs"], record["losses"], record["compiled"] = outputs, losses, compiled
 
     # DCP: save the trained sharded model, load it into a sharded model initialized with another seed.
     ckpt = os.path.join(out_dir, "ckpt")
