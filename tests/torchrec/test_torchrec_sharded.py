@@ -83,10 +83,12 @@ def _run(scenario, optimizer, mode, tmp_path):
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
 
 
-@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("mode", ["strict", "fused", "debug"])
 @pytest.mark.parametrize("scenario,optimizer", [("table_wise", "sgd"), ("row_wise", "adagrad"),
                                                 ("column_wise", "sgd"), ("planner", "adagrad")])
 def test_dmp_matches_unsharded(scenario, optimizer, mode, tmp_path):
+    if mode == "debug" and os.environ.get("TORCH_TPU_DIST_ALL_MODES", "0") in ("", "0"):
+        pytest.skip("debug mode under TORCH_TPU_DIST_ALL_MODES=1 (as make test-dist): strict and fused always")
     reference = _references(optimizer)
     records = _run(scenario, optimizer, mode, tmp_path)
     exact, _ = reference["exact"]
