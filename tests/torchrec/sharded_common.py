@@ -2,8 +2,8 @@
 single-process reference (test_torchrec_sharded.py)."""
 import torch
 from torch import nn
-from torchrec.modules.embedding_configs import EmbeddingBagConfig, PoolingType
-from torchrec.modules.embedding_modules import EmbeddingBagCollection
+from torchrec.modules.embedding_configs import EmbeddingBagConfig, EmbeddingConfig, PoolingType
+from torchrec.modules.embedding_modules import EmbeddingBagCollection, EmbeddingCollection
 from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 # unfused_tpu needs embedding dims that are multiples of 16.
@@ -14,24 +14,37 @@ TABLES = [
                        pooling=PoolingType.MEAN),
 ]
 FEATURES = ["f0", "f1", "f2", "f3"]
+# Sequence (unpooled) embeddings: an EmbeddingCollection; the model sums each sample's rows itself.
+SEQ_TABLES = [
+    EmbeddingConfig(name="e0", embedding_dim=16, num_embeddings=50, feature_names=["s0"]),
+    EmbeddingConfig(name="e1", embedding_dim=16, num_embeddings=60, feature_names=["s1"]),
+]
+SEQ_FEATURES = ["s0", "s1"]
+MAX_LEN = 4  # ids per sample and feature: 0..3
 DENSE_IN = 8
 GLOBAL_BATCH = 8
 STEPS = 3
 LR = 0.1
 
 
+def _width():
+    return sum(t.embedding_dim * len(t.feature_names) for t in TABLES + SEQ_TABLES)
+
+
 class Model(nn.Module):
     def __init__(self, device):
         super().__init__()
         self.ebc = EmbeddingBagCollection(tables=TABLES, device=torch.device(device))
-        width = sum(t.embedding_dim * len(t.feature_names) for t in TABLES)
-        self.dense = nn.Linear(DENSE_IN, width, device=device)
-        self.over = nn.Linear(width, 1, device=device)
+        self.ec = EmbeddingCollection(tables=SEQ_TABLES, device=torch.device(device))
+        self.dense = nn.Linear(DENSE_IN, _width(), device=device)
+        self.over = nn.Linear(_width(), 1, device=device)
 
-    def forward(self, dense, kjt):
+    def forward(self, dense, kjt, seq):
         # By feature name: a sharded collection's KeyedTensor orders its keys by shard, not by the config.
         per_feature = self.ebc(kjt).to_dict()
-        pooled = torch.cat([per_feature[f] for f in FEATURES], dim=1)
+        sequences = self.ec(seq)
+        summed = [sequences[f].to_padded_dense(MAX_LEN).sum(1) for f in SEQ_FEATURES]
+        pooled = torch.cat([per_feature[f] for f in FEATURES] + summed, dim=1)
         return self.over(torch.relu(pooled + self.dense(dense))).squeeze(1)
 
 
@@ -46,7 +59,9 @@ def initial_state(seed):
     state = {}
     for t in TABLES:
         state[f"ebc.embedding_bags.{t.name}.weight"] = torch.rand(t.num_embeddings, t.embedding_dim, generator=g) - 0.5
-    width = sum(t.embedding_dim * len(t.feature_names) for t in TABLES)
+    for t in SEQ_TABLES:
+        state[f"ec.embeddings.{t.name}.weight"] = torch.rand(t.num_embeddings, t.embedding_dim, generator=g) - 0.5
+    width = _width()
     state["dense.weight"] = (torch.rand(width, DENSE_IN, generator=g) - 0.5) * 0.5
     state["dense.bias"] = torch.rand(width, generator=g) * 0.1
     state["over.weight"] = (torch.rand(1, width, generator=g) - 0.5) * 0.3
@@ -74,35 +89,40 @@ def load_initial_weights(model, seed):
             value.copy_(full[name])
 
 
+def _kjt(g, features, rows):
+    lengths = torch.randint(0, MAX_LEN, (len(features), GLOBAL_BATCH), generator=g)
+    values = torch.cat([torch.randint(0, rows[f], (int(lengths[i].sum()),), generator=g)
+                        for i, f in enumerate(features)])
+    return KeyedJaggedTensor(keys=features, values=values, lengths=lengths.reshape(-1))
+
+
 def batches(world):
-    """STEPS global batches (dense [GLOBAL_BATCH, DENSE_IN], KJT of GLOBAL_BATCH samples, labels), CPU."""
+    """STEPS global batches (dense [GLOBAL_BATCH, DENSE_IN], the pooled features' KJT, the sequence features' KJT,
+    labels), on the CPU."""
     g = torch.Generator().manual_seed(7)
-    rows = {"f0": 100, "f1": 120, "f2": 120, "f3": 64}
+    rows = {"f0": 100, "f1": 120, "f2": 120, "f3": 64, "s0": 50, "s1": 60}
     out = []
     for _ in range(STEPS):
-        lengths = torch.randint(0, 4, (len(FEATURES), GLOBAL_BATCH), generator=g)
-        values = torch.cat([torch.randint(0, rows[f], (int(lengths[i].sum()),), generator=g)
-                            for i, f in enumerate(FEATURES)])
-        kjt = KeyedJaggedTensor(keys=FEATURES, values=values, lengths=lengths.reshape(-1))
+        kjt, seq = _kjt(g, FEATURES, rows), _kjt(g, SEQ_FEATURES, rows)
         dense = torch.rand(GLOBAL_BATCH, DENSE_IN, generator=g)
         labels = torch.randint(0, 2, (GLOBAL_BATCH,), generator=g).float()
-        out.append((dense, kjt, labels))
+        out.append((dense, kjt, seq, labels))
     return out
 
 
-def rank_slice(dense, kjt, labels, rank, world):
+def _slice_kjt(kjt, lo, hi):
+    n = len(kjt.keys())
+    lengths = kjt.lengths().view(n, GLOBAL_BATCH)
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.reshape(-1).cumsum(0)])
+    values = [kjt.values()[offsets[i * GLOBAL_BATCH + lo]:offsets[i * GLOBAL_BATCH + hi]] for i in range(n)]
+    return KeyedJaggedTensor(keys=kjt.keys(), values=torch.cat(values), lengths=lengths[:, lo:hi].reshape(-1))
+
+
+def rank_slice(dense, kjt, seq, labels, rank, world):
     """Rank `rank`'s contiguous share of a global batch."""
     b = GLOBAL_BATCH // world
     lo, hi = rank * b, (rank + 1) * b
-    lengths = kjt.lengths().view(len(FEATURES), GLOBAL_BATCH)
-    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.reshape(-1).cumsum(0)]).view(-1)
-    values = []
-    for i in range(len(FEATURES)):
-        start = offsets[i * GLOBAL_BATCH + lo]
-        end = offsets[i * GLOBAL_BATCH + hi]
-        values.append(kjt.values()[start:end])
-    local = KeyedJaggedTensor(keys=FEATURES, values=torch.cat(values), lengths=lengths[:, lo:hi].reshape(-1))
-    return dense[lo:hi], local, labels[lo:hi]
+    return dense[lo:hi], _slice_kjt(kjt, lo, hi), _slice_kjt(seq, lo, hi), labels[lo:hi]
 
 
 def loss_fn(logits, labels):

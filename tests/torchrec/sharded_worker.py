@@ -5,7 +5,7 @@ usage: sharded_worker.py SCENARIO RANK WORLD INIT_FILE OUT_DIR OPTIMIZER
   (the planner picks sharding types and kernels on "tpu", from torch_tpu.torchrec.sharding.tpu_sharders()).
   OPTIMIZER: sgd | adagrad.
 
-Each rank builds the same EmbeddingBagCollection + dense model (seeded), shards it, runs forward and a few
+Each rank builds the same EmbeddingBagCollection + EmbeddingCollection + dense model (seeded), shards it, runs forward and a few
 optimizer steps on its slice of a global batch, saves the sharded model with torch.distributed.checkpoint,
 loads that into a freshly initialized sharded model and runs it again. Rank r writes what it saw to
 OUT_DIR/rank{r}.pt; the test compares it with the unsharded model run on the whole batch in one process.
@@ -30,6 +30,7 @@ def main():
     import torch.distributed.checkpoint as dcp
     from torchrec.distributed.model_parallel import DistributedModelParallel
     from torchrec.distributed.planner import EmbeddingShardingPlanner, ParameterConstraints, Topology
+    from torchrec.distributed.embedding import EmbeddingCollectionSharder
     from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
     from torchrec.distributed.types import ShardingEnv
     from torch_tpu.torchrec.sharding import tpu_sharders
@@ -45,11 +46,12 @@ def main():
             # min_partition 16: column-wise shards of 16 columns (unfused_tpu's multiple), so t1 spans both ranks.
             constraints = {t.name: ParameterConstraints(sharding_types=[scenario], compute_kernels=["unfused_tpu"],
                                                         min_partition=16)
-                           for t in common.TABLES}
+                           for t in common.TABLES + common.SEQ_TABLES}
         planner = EmbeddingShardingPlanner(topology=Topology(world_size=world, compute_device="tpu",
                                                              local_world_size=world),
                                            constraints=constraints)
-        sharders = tpu_sharders() if scenario == "planner" else [EmbeddingBagCollectionSharder()]
+        sharders = tpu_sharders() if scenario == "planner" else [EmbeddingBagCollectionSharder(),
+                                                                 EmbeddingCollectionSharder()]
         plan = planner.collective_plan(model, sharders, dist.GroupMember.WORLD)
         dmp = DistributedModelParallel(model, env=ShardingEnv.from_process_group(dist.GroupMember.WORLD),
                                        device=device, plan=plan, sharders=sharders, init_data_parallel=True)
@@ -63,9 +65,9 @@ def main():
     batches = common.batches(world)
     opt = common.make_optimizer(dmp, optimizer)
     losses, outputs, compiled = [], [], []
-    for step, (dense, kjt, labels) in enumerate(batches):
-        d, k, y = common.rank_slice(dense, kjt, labels, rank, world)
-        out = dmp(d.to(device), k.to(device))
+    for step, batch in enumerate(batches):
+        d, k, sq, y = common.rank_slice(*batch, rank, world)
+        out = dmp(d.to(device), k.to(device), sq.to(device))
         loss = common.loss_fn(out, y.to(device))
         outputs.append(out.detach().cpu())
         opt.zero_grad()
@@ -83,13 +85,13 @@ def main():
     dcp.save(dmp.state_dict(), checkpoint_id=ckpt)
     dist.barrier()
     fresh, _ = sharded(seed=1)
-    d, k, _ = common.rank_slice(*batches[0], rank, world)
+    d, k, sq, _ = common.rank_slice(*batches[0], rank, world)
     with torch.no_grad():
-        record["fresh_before_load"] = fresh(d.to(device), k.to(device)).cpu()
+        record["fresh_before_load"] = fresh(d.to(device), k.to(device), sq.to(device)).cpu()
         state = fresh.state_dict()
         dcp.load(state, checkpoint_id=ckpt)  # in place: the state dict's tensors are the model's (sharded) storage
-        record["after_load"] = fresh(d.to(device), k.to(device)).cpu()
-        record["trained"] = dmp(d.to(device), k.to(device)).cpu()
+        record["after_load"] = fresh(d.to(device), k.to(device), sq.to(device)).cpu()
+        record["trained"] = dmp(d.to(device), k.to(device), sq.to(device)).cpu()
     torch.save(record, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.barrier()
     dist.destroy_process_group()

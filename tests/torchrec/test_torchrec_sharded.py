@@ -1,5 +1,5 @@
 """TorchRec's DistributedModelParallel on device tpu over tpu_dist: 2 processes (tests/torchrec/sharded_worker.py)
-shard an EmbeddingBagCollection + dense model table-wise, row-wise and column-wise with the unfused_tpu compute
+shard an EmbeddingBagCollection + EmbeddingCollection + dense model table-wise, row-wise and column-wise with the unfused_tpu compute
 kernel, or as the planner chooses on "tpu"; forward and SGD / Adagrad steps must equal the unsharded model trained on the
 whole batch in one process, and a torch.distributed.checkpoint (DCP) save loaded into a fresh sharded model must
 give the trained model's outputs.
@@ -34,8 +34,8 @@ def _reference(dtype, device, optimizer):
     opt = common.make_optimizer(model, optimizer)
     outputs = []
     batches = common.batches(WORLD)
-    for dense, kjt, labels in batches:
-        out = model(dense.to(device=device, dtype=dtype), kjt.to(device))
+    for dense, kjt, seq, labels in batches:
+        out = model(dense.to(device=device, dtype=dtype), kjt.to(device), seq.to(device))
         loss = common.loss_fn(out, labels.to(device=device, dtype=dtype))
         outputs.append(out.detach().cpu())
         opt.zero_grad()
@@ -44,9 +44,9 @@ def _reference(dtype, device, optimizer):
             for p in model.parameters():
                 p.grad /= WORLD
         opt.step()
-    dense, kjt, _ = batches[0]
+    dense, kjt, seq, _ = batches[0]
     with torch.no_grad():
-        trained = model(dense.to(device=device, dtype=dtype), kjt.to(device)).cpu()
+        trained = model(dense.to(device=device, dtype=dtype), kjt.to(device), seq.to(device)).cpu()
     return outputs, trained
 
 
@@ -97,7 +97,7 @@ def test_dmp_matches_unsharded(scenario, optimizer, mode, tmp_path):
     b = common.GLOBAL_BATCH // WORLD
     for r, rec in enumerate(records):
         plan = rec["plan"]
-        assert set(plan) == {t.name for t in common.TABLES}
+        assert set(plan) == {t.name for t in common.TABLES + common.SEQ_TABLES}
         for name, (sharding_type, kernel, ranks, placements) in plan.items():
             assert kernel == "unfused_tpu", (name, kernel)
             if scenario != "planner":
@@ -121,8 +121,9 @@ def test_dmp_matches_unsharded(scenario, optimizer, mode, tmp_path):
         sl = slice(r * b, (r + 1) * b)
         _assert_within_float32_error(rec["trained"], (trained_cpu32, trained_tpu32), trained_exact, sl)
     assert records[0]["plan"] == records[1]["plan"]
-    held = {n for rec in records for n, shape, _ in rec["params"] if n.startswith("ebc.") and shape != (0,)}
-    assert held == {f"ebc.embedding_bags.{t.name}.weight" for t in common.TABLES}
+    held = {n for rec in records for n, shape, _ in rec["params"] if n.startswith("e") and shape != (0,)}
+    assert held == ({f"ebc.embedding_bags.{t.name}.weight" for t in common.TABLES} |
+                    {f"ec.embeddings.{t.name}.weight" for t in common.SEQ_TABLES})
 
 
 def test_fused_kernel_names_unfused_tpu():
@@ -152,8 +153,8 @@ def test_tpu_sharders_offer_only_what_runs():
     import torchrec.experimental.torch_tpu.pallas.ops  # noqa: F401
     from torch_tpu.torchrec.sharding import tpu_sharders
 
-    (sharder,) = tpu_sharders()
-    assert sorted(sharder.sharding_types("tpu")) == ["column_wise", "row_wise", "table_wise"]
-    for st in sharder.sharding_types("tpu"):
-        assert sharder.compute_kernels(st, "tpu") == ["unfused_tpu"]
-    assert "fused" in sharder.compute_kernels("table_wise", "cpu")  # other devices: torchrec's own choices
+    for sharder in tpu_sharders():  # EmbeddingBagCollection's, EmbeddingCollection's
+        assert sorted(sharder.sharding_types("tpu")) == ["column_wise", "row_wise", "table_wise"]
+        for st in sharder.sharding_types("tpu"):
+            assert sharder.compute_kernels(st, "tpu") == ["unfused_tpu"]
+        assert "fused" in sharder.compute_kernels("table_wise", "cpu")  # other devices: torchrec's own choices

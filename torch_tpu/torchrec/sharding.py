@@ -5,7 +5,7 @@ device tpu beyond kernels; installed with torchrec's unfused_tpu ops (torch_tpu.
   other rank) asks `torch.cuda.current_device()` for any process group but gloo's; for a tpu_dist group it is
   this process's tpu device. Registered through torch's `custom_sharded_op_impl`, so every other case stays
   torch's own.
-- torchrec's unfused_tpu kernel (`BatchedTPUEmbeddingBag`) does not list its tables' weights by table
+- torchrec's unfused_tpu kernels (`BatchedTPUEmbeddingBag`, and `BatchedTPUEmbedding` of EmbeddingCollection) do not list its tables' weights by table
   (`_param_per_table`, which torchrec 1.9.2's other kernels fill), so the sharded collection registers empty
   placeholders as `embedding_bags.<table>.weight`: `model.parameters()` misses the tables and an optimizer built
   from it never trains them. After each such kernel is built, its per-table weights (the parameters the lookups
@@ -53,8 +53,9 @@ def install() -> None:
     _installed = True
     import torchrec.distributed.batched_embedding_kernel as kernels
 
-    if hasattr(kernels, "BatchedTPUEmbeddingBag"):  # else a torchrec without the unfused_tpu kernel
-        _list_tpu_kernel_params(kernels.BatchedTPUEmbeddingBag)
+    for name in ("BatchedTPUEmbeddingBag", "BatchedTPUEmbedding"):  # pooled and sequence (EmbeddingCollection)
+        if hasattr(kernels, name):  # else a torchrec without the unfused_tpu kernel
+            _list_tpu_kernel_params(getattr(kernels, name))
     for name, (kernel, module) in _KERNEL_MODULES.items():
         if hasattr(kernels, name):
             _refuse_on_tpu(getattr(kernels, name), kernel, module)
@@ -120,34 +121,35 @@ def install_fbgemm_errors() -> None:
 # ---- sharders whose planner choices run on tpu -----------------------------------------------------------------
 # The sharding types checked on tpu (tests/torchrec/test_torchrec_sharded.py).
 TPU_SHARDING_TYPES = ("table_wise", "row_wise", "column_wise")
-_sharder_class = None
+_sharder_classes = {}
 
 
-def _tpu_sharder_class():
-    global _sharder_class
-    if _sharder_class is None:
+def _tpu_sharder_class(base):
+    """`base` (a torchrec sharder class) offering the planner, on "tpu", only what runs there: the unfused_tpu
+    kernel and table-, row- and column-wise sharding (on other devices it is torchrec's own)."""
+    if base not in _sharder_classes:
         from torchrec.distributed.embedding_types import EmbeddingComputeKernel
-        from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
 
-        class TpuEmbeddingBagCollectionSharder(EmbeddingBagCollectionSharder):
-            """EmbeddingBagCollectionSharder that offers the planner, on "tpu", only what runs there: the
-            unfused_tpu kernel and table-, row- and column-wise sharding (elsewhere it is torchrec's own)."""
+        def sharding_types(self, compute_device_type):
+            types = base.sharding_types(self, compute_device_type)
+            return [t for t in types if t in TPU_SHARDING_TYPES] if compute_device_type == "tpu" else types
 
-            def sharding_types(self, compute_device_type):
-                types = super().sharding_types(compute_device_type)
-                return [t for t in types if t in TPU_SHARDING_TYPES] if compute_device_type == "tpu" else types
+        def compute_kernels(self, sharding_type, compute_device_type):
+            kernels = base.compute_kernels(self, sharding_type, compute_device_type)
+            if compute_device_type != "tpu":
+                return kernels
+            return [k for k in kernels if k == EmbeddingComputeKernel.UNFUSED_TPU.value]
 
-            def compute_kernels(self, sharding_type, compute_device_type):
-                kernels = super().compute_kernels(sharding_type, compute_device_type)
-                if compute_device_type != "tpu":
-                    return kernels
-                return [k for k in kernels if k == EmbeddingComputeKernel.UNFUSED_TPU.value]
-
-        _sharder_class = TpuEmbeddingBagCollectionSharder
-    return _sharder_class
+        _sharder_classes[base] = type(f"Tpu{base.__name__}", (base,), {
+            "sharding_types": sharding_types, "compute_kernels": compute_kernels, "__doc__": _tpu_sharder_class.__doc__})
+    return _sharder_classes[base]
 
 
 def tpu_sharders(**kwargs):
-    """[the EmbeddingBagCollection sharder for tpu] (kwargs: EmbeddingBagCollectionSharder's), for
+    """[EmbeddingBagCollection sharder, EmbeddingCollection sharder] for tpu (kwargs: torchrec's sharders'), for
     EmbeddingShardingPlanner.plan / collective_plan and DistributedModelParallel(sharders=...)."""
-    return [_tpu_sharder_class()(**kwargs)]
+    from torchrec.distributed.embedding import EmbeddingCollectionSharder
+    from torchrec.distributed.embeddingbag import EmbeddingBagCollectionSharder
+
+    return [_tpu_sharder_class(EmbeddingBagCollectionSharder)(**kwargs),
+            _tpu_sharder_class(EmbeddingCollectionSharder)(**kwargs)]
