@@ -445,6 +445,8 @@ std::vector<at::Tensor> regroupKeyedTensor(const at::TensorList& pooledEmbs,
 
 }  // namespace
 
+std::string registerShardedFbgemmKernels();  // ShardedEmbeddingKernels.cpp
+
 // The kernels go into the dispatcher once fbgemm_gpu has defined its ops (torch_tpu/torchrec/__init__.py calls
 // this right after `import fbgemm_gpu` finishes), not at load time. The dispatcher would accept them earlier,
 // but it requires every unboxed kernel of an op to have one C++ signature (SymInt-taking kernels compared among
@@ -490,6 +492,9 @@ std::string registerFbgemmKernels() {
   add("permute_pooled_embs", permutePooledEmbs);
   // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
   add("permute_pooled_embs_auto_grad", permutePooledEmbs);
+  // Row-wise sharding's block_bucketize_sparse_features (ShardedEmbeddingKernels.cpp).
+  std::string sharded = registerShardedFbgemmKernels();
+  if (!sharded.empty()) failures += (failures.empty() ? "" : "; ") + sharded;
   return failures;
 }
 

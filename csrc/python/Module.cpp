@@ -26,6 +26,7 @@ void initEagerModes(py::module& m);  // EagerModes.cpp
 }
 namespace tpu::aten {
 std::string registerFbgemmKernels();  // JaggedKernels.cpp: "" or why the kernels could not be registered
+std::string registerTorchrecKernels();  // ShardedEmbeddingKernels.cpp: the same for torchrec's own ops
 }
 
 namespace {
@@ -192,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_clear_executable_cache", [] { runtime::Executor::get().clearCache(); });
   m.def("_register_fbgemm_kernels", &aten::registerFbgemmKernels);
+  m.def("_register_torchrec_kernels", &aten::registerTorchrecKernels);
   registerCompileCacheBindings(m);
   registerCompileBindings(m);
   registerPallasBindings(m);

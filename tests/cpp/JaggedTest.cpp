@@ -1,9 +1,10 @@
 // The jagged lowerings (csrc/lowering/Jagged.cpp) on the plugin alone (no torch): the segment of each position
 // with empty segments in the middle and at the end, positions within their segments, and permute_pooled_embs'
-// "not a permutation" flag.
+// "not a permutation" flag; the sharded path's block bucketization (csrc/lowering/ShardedEmbedding.cpp).
 #include "TestPlugin.h"
 #include "csrc/hlo/Builder.h"
 #include "csrc/lowering/Jagged.h"
+#include "csrc/lowering/ShardedEmbedding.h"
 
 using namespace tpu;
 using hlo::DType;
@@ -62,4 +63,32 @@ TEST(Jagged, PermutePooledEmbsFlagsANonPermutation) {
   EXPECT_FALSE(goodFailed);
   EXPECT_TRUE(permuted({0, 0, 1}).second);  // a piece twice, one never
   EXPECT_TRUE(permuted({0, 3, 1}).second);  // out of range
+}
+
+TEST(ShardedEmbedding, BlockBucketizeMatchesFbgemmCpu) {
+  // 2 features x 3 samples, block sizes 5 and 6, 2 buckets; expected values from fbgemm's CPU kernel. Feature 1's id
+  // 12 (>= 6 * 2) takes the modulo path: bucket 12 % 2, id 12 / 2.
+  std::vector<int64_t> in{2, 0, 3, 1, 2, 1,          // lengths
+                          1, 7, 3, 9, 4, 12, 0, 5, 8,  // indices
+                          5, 6};                      // block sizes
+  auto run = [&](std::vector<int64_t> data) {
+    return runS64(data, 39, [](hlo::Builder& b, hlo::Value x) {
+      auto part = [&](int64_t lo, int64_t hi) { return b.slice(x, {lo}, {hi}, {1}); };
+      lowering::BlockBucketized r = lowering::blockBucketize(b, part(0, 6), part(6, 15), nullptr, part(15, 17), 2, 2,
+                                                             false, true, true);
+      std::vector<hlo::Value> all{r.lengths, r.indices, r.pos, r.unbucketizePermute};
+      return std::vector<hlo::Value>{b.concatenate(all, 0), r.outOfRange};
+    });
+  };
+  auto [out, bad] = run(in);
+  EXPECT_EQ(out, (std::vector<int64_t>{1, 0, 2, 1, 2, 0, 1, 0, 1, 0, 0, 1,  // lengths, bucket-major
+                                       1, 3, 4, 6, 0, 5, 2, 4, 2,           // indices
+                                       0, 0, 2, 0, 0, 1, 1, 1, 0,           // position in the bag
+                                       0, 6, 1, 7, 2, 3, 4, 5, 8}));        // new position of each id
+  EXPECT_FALSE(bad);
+  in[0] = 3;  // the lengths promise 10 ids, there are 9
+  EXPECT_TRUE(run(in).second);
+  in[0] = 2;
+  in[7] = -7;  // a negative id
+  EXPECT_TRUE(run(in).second);
 }
