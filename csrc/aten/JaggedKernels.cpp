@@ -14,25 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "LateKernels.h"
 #include "OpRunner.h"
 #include "csrc/lowering/Jagged.h"
 
 namespace tpu::aten {
 namespace {
-
-using OptTensor = std::optional<at::Tensor>;
-bool has(const OptTensor& t) { return t.has_value() && t->defined(); }
-
-void checkTpu(const char* op, const char* name, const at::Tensor& t) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op, ": expected ", name, " on tpu, got ",
-              t.device());
-}
-
-void checkIndexTensor(const char* op, const char* name, const at::Tensor& t) {
-  checkTpu(op, name, t);
-  TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": expected ", name,
-              " to be int32 or int64, got ", t.scalar_type());
-}
 
 // ---- cumulative sums ----------------------------------------------------------------------
 
@@ -456,21 +443,11 @@ std::string registerShardedFbgemmKernels();  // ShardedEmbeddingKernels.cpp
 // and the messages are returned for a warning. Where fbgemm 1.8's kernels take SymInts, the signatures above are
 // its exactly (`const std::vector<at::Tensor>&` for Tensor[], not at::TensorList).
 std::string registerFbgemmKernels() {
-  static std::vector<std::unique_ptr<torch::Library>> libs;
+  static LateKernels kernels(__FILE__);
   static bool done = false;
   if (done) return "";
   done = true;
-  std::string failures;
-  auto add = [&](const char* name, auto&& kernel) {
-    try {
-      auto m = std::make_unique<torch::Library>(torch::Library::IMPL, "fbgemm", c10::DispatchKey::PrivateUse1,
-                                                __FILE__, __LINE__);
-      m->impl(name, kernel);
-      libs.push_back(std::move(m));
-    } catch (const c10::Error& e) {
-      failures += std::string(failures.empty() ? "" : "; ") + "fbgemm::" + name + ": " + e.what_without_backtrace();
-    }
-  };
+  auto add = [](const char* name, auto&& kernel) { kernels.add("fbgemm", name, kernel); };
   add("asynchronous_complete_cumsum", completeCumsum);
   add("asynchronous_exclusive_cumsum", flatCumsum<true>);
   add("asynchronous_inclusive_cumsum", flatCumsum<false>);
@@ -492,6 +469,7 @@ std::string registerFbgemmKernels() {
   add("permute_pooled_embs", permutePooledEmbs);
   // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
   add("permute_pooled_embs_auto_grad", permutePooledEmbs);
+  std::string failures = kernels.failures();
   // Row-wise sharding's block_bucketize_sparse_features (ShardedEmbeddingKernels.cpp).
   std::string sharded = registerShardedFbgemmKernels();
   if (!sharded.empty()) failures += (failures.empty() ? "" : "; ") + sharded;

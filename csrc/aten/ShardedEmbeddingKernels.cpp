@@ -15,24 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "LateKernels.h"
 #include "OpRunner.h"
 #include "csrc/lowering/ShardedEmbedding.h"
 
 namespace tpu::aten {
 namespace {
 
-using OptTensor = std::optional<at::Tensor>;
-bool has(const OptTensor& t) { return t.has_value() && t->defined(); }
-
-void checkTpu(const char* op, const char* name, const at::Tensor& t) {
-  TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, op, ": expected ", name, " on tpu, got ",
-              t.device());
-}
-
 void checkIndex1D(const char* op, const char* name, const at::Tensor& t) {
-  checkTpu(op, name, t);
-  TORCH_CHECK(t.scalar_type() == at::kLong || t.scalar_type() == at::kInt, op, ": expected ", name,
-              " to be int32 or int64, got ", t.scalar_type());
+  checkIndexTensor(op, name, t);
   TORCH_CHECK(t.dim() == 1, op, ": expected a 1-D ", name, ", got ", t.dim(), "-D");
 }
 
@@ -198,46 +189,31 @@ Bucketized blockBucketize(const at::Tensor& lengths, const at::Tensor& indices, 
   return {newLengths, newIndices, newWeights, newPos, permute};
 }
 
-template <class Kernel>
-void add(std::string& failures, std::vector<std::unique_ptr<torch::Library>>& libs, const char* ns,
-         const char* name, Kernel&& kernel) {
-  try {
-    auto m = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::PrivateUse1, __FILE__,
-                                              __LINE__);
-    m->impl(name, kernel);
-    libs.push_back(std::move(m));
-  } catch (const c10::Error& e) {
-    failures += std::string(failures.empty() ? "" : "; ") + ns + "::" + name + ": " + e.what_without_backtrace();
-  }
-}
-
 }  // namespace
 
 // fbgemm's op for row-wise sharding, registered with the other fbgemm kernels (registerFbgemmKernels).
 std::string registerShardedFbgemmKernels() {
-  static std::vector<std::unique_ptr<torch::Library>> libs;
+  static LateKernels kernels(__FILE__);
   static bool done = false;
   if (done) return "";
   done = true;
-  std::string failures;
-  add(failures, libs, "fbgemm", "block_bucketize_sparse_features", blockBucketize);
-  return failures;
+  kernels.add("fbgemm", "block_bucketize_sparse_features", blockBucketize);
+  return kernels.failures();
 }
 
 // torchrec's ops: called once torchrec.experimental.torch_tpu.pallas.ops has defined them.
 std::string registerTorchrecKernels() {
-  static std::vector<std::unique_ptr<torch::Library>> libs;
+  static LateKernels kernels(__FILE__);
   static bool done = false;
   if (done) return "";
   done = true;
-  std::string failures;
-  add(failures, libs, "torchrec", "embedding_pooled_lookup_offset", pooledLookupOffset);
-  add(failures, libs, "torchrec", "embedding_pooled_lookup_offset_backward", pooledLookupOffsetBackward);
-  add(failures, libs, "torchrec", "embedding_lookup", embeddingLookup);
-  add(failures, libs, "torchrec", "embedding_lookup_backward", embeddingLookupBackward);
-  add(failures, libs, "torchrec", "permute_pooled_embs", permutePooledEmbs<false>);
-  add(failures, libs, "torchrec", "permute_pooled_embs_backward", permutePooledEmbs<true>);
-  return failures;
+  kernels.add("torchrec", "embedding_pooled_lookup_offset", pooledLookupOffset);
+  kernels.add("torchrec", "embedding_pooled_lookup_offset_backward", pooledLookupOffsetBackward);
+  kernels.add("torchrec", "embedding_lookup", embeddingLookup);
+  kernels.add("torchrec", "embedding_lookup_backward", embeddingLookupBackward);
+  kernels.add("torchrec", "permute_pooled_embs", permutePooledEmbs<false>);
+  kernels.add("torchrec", "permute_pooled_embs_backward", permutePooledEmbs<true>);
+  return kernels.failures();
 }
 
 }  // namespace tpu::aten
