@@ -15,7 +15,8 @@ import sys
 # through temperature, top-k, top-p, min-p and the penalties.
 SAMPLED = [dict(temperature=0.0), dict(temperature=0.0, repetition_penalty=1.5, frequency_penalty=0.5),
            dict(temperature=0.8, top_k=5, seed=1),
-           dict(temperature=1.0, top_p=0.8, seed=2, repetition_penalty=1.3, presence_penalty=0.4, frequency_penalty=0.4),
+           dict(temperature=1.0, top_p=0.8, seed=2, repetition_penalty=1.3, presence_penalty=0.4,
+                frequency_penalty=0.4),
            dict(temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=3)]
 
 
@@ -35,8 +36,8 @@ def main():
     tpu_device.reset_compile_cache_stats()  # LLM() has warmed up: everything from here is serving
     tokens = []
     for batch in batches:
-        params = [SamplingParams(max_tokens=m, ignore_eos=True, **(SAMPLED[i % len(SAMPLED)] if sampled else dict(temperature=0)))
-                  for i, (_, m) in enumerate(batch)]
+        kinds = [SAMPLED[i % len(SAMPLED)] if sampled else dict(temperature=0) for i in range(len(batch))]
+        params = [SamplingParams(max_tokens=m, ignore_eos=True, **kind) for (_, m), kind in zip(batch, kinds)]
         outs = llm.generate([p for p, _ in batch], params, use_tqdm=False)
         tokens.append([list(o.outputs[0].token_ids) for o in outs])
     stats = tpu_device.compile_cache_stats()

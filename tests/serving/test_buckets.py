@@ -145,7 +145,8 @@ def test_sampling_runs_at_the_request_bucket(tmp_path, mode):
     reference = dict(zip(unique, tiny_models.hf_greedy(folder, unique, max(m for b in batches for _, m in b))))
     expected = [[reference[p][:m] for p, m in batch] for batch in batches]
     n = len(buckets_child.SAMPLED)
-    pairs = [(got, want, i % n) for g, e in zip(bucketed["tokens"], expected) for i, (got, want) in enumerate(zip(g, e))]
+    pairs = [(got, want, i % n) for g, e in zip(bucketed["tokens"], expected)
+             for i, (got, want) in enumerate(zip(g, e))]
     assert all(got == want for got, want, kind in pairs if kind == 0)  # the greedy requests of a mixed batch
     assert any(got != want for got, want, kind in pairs if kind == 1)  # greedy with penalties differs
     assert any(got != want for got, want, kind in pairs if kind > 1)  # and the others did sample

@@ -181,7 +181,8 @@ class Generator:
                          for a in args)
             try:
                 if shares:  # a deep copy keeps the views' sharing (clones would not overlap)
-                    probe = copy.deepcopy({k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()})
+                    detached = {k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()}
+                    probe = copy.deepcopy(detached)
                 else:
                     probe = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in ns.items()}
                 eval(render(rec), probe)  # noqa: S307

@@ -448,8 +448,9 @@ class TpuModelRunner(GPUModelRunner):
         for width in buckets.sizes(self.max_model_len, buckets.MIN_TOKENS):
             logits = torch.zeros(big_r, vocab, device=self.device)
             prompt = torch.full((big_r, width), vocab, dtype=torch.int64).to(self.device)
-            apply_all_penalties(logits, prompt, batch.presence_penalties[:big_r], batch.frequency_penalties[:big_r],
-                                batch.repetition_penalties[:big_r], [[vocab] * width] * big_r)
+            apply_all_penalties(logits, prompt, batch.presence_penalties[:big_r],
+                                batch.frequency_penalties[:big_r], batch.repetition_penalties[:big_r],
+                                [[vocab] * width] * big_r)
 
     def _warm_up_step(self, name: str, n: int, seq_len: int, params: list[SamplingParams]) -> None:
         """One dummy step of n tokens over len(params) new requests of seq_len tokens each (their last
