@@ -233,6 +233,10 @@ def test_a_write_through_a_partially_overlapping_argument_raises_as_on_cpu(case,
 def test_a_write_through_the_same_or_a_disjoint_argument_computes(case, mode):
     fn = FULL_OR_NO_OVERLAP[case]
     expected, x = torch.arange(1.0, 7.0), torch.arange(1.0, 7.0, device="tpu")
+    ref = torch.arange(1.0, 7.0, dtype=torch.float64)
     fn(expected)
     fn(x)
-    torch.testing.assert_close(x.cpu(), expected, rtol=1e-6, atol=0)
+    fn(ref)
+    # as accurate as CPU float32 against float64 (the rule of tests/opinfo/harness.py)
+    err, err_cpu = (x.cpu().double() - ref).abs(), (expected.double() - ref).abs()
+    assert bool((err <= 4 * err_cpu + 2 * torch.finfo(torch.float32).eps * ref.abs()).all()), (x.cpu(), expected)

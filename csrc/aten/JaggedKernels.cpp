@@ -444,32 +444,30 @@ std::string registerShardedFbgemmKernels();  // ShardedEmbeddingKernels.cpp
 // its exactly (`const std::vector<at::Tensor>&` for Tensor[], not at::TensorList).
 std::string registerFbgemmKernels() {
   static LateKernels kernels(__FILE__);
-  static bool done = false;
-  if (done) return "";
-  done = true;
-  auto add = [](const char* name, auto&& kernel) { kernels.add("fbgemm", name, kernel); };
-  add("asynchronous_complete_cumsum", completeCumsum);
-  add("asynchronous_exclusive_cumsum", flatCumsum<true>);
-  add("asynchronous_inclusive_cumsum", flatCumsum<false>);
-  add("permute_2D_sparse_data", permute2DSparseData);
-  add("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
-  add("permute_1D_sparse_data", permute1DSparseData);
-  add("invert_permute", invertPermute);
-  add("offsets_range", offsetsRange);
-  add("segment_sum_csr", segmentSumCsr);
-  add("dense_to_jagged_forward", denseToJaggedForward);
-  add("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
-  add("jagged_2d_to_dense", jagged2dToDense);
-  add("jagged_1d_to_dense", jagged1dToDense);
-  add("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
-  add("permute_multi_embedding_function", permuteMultiEmbeddingFunction);
-  add("permute_multi_embedding", permuteMultiEmbedding);
-  add("kt_regroup_arguments", ktRegroupArguments);
-  add("regroup_keyed_tensor", regroupKeyedTensor);
-  add("permute_pooled_embs", permutePooledEmbs);
-  // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
-  add("permute_pooled_embs_auto_grad", permutePooledEmbs);
-  std::string failures = kernels.failures();
+  std::string failures = kernels.once([](LateKernels& k) {
+    auto add = [&](const char* name, auto&& kernel) { k.add("fbgemm", name, kernel); };
+    add("asynchronous_complete_cumsum", completeCumsum);
+    add("asynchronous_exclusive_cumsum", flatCumsum<true>);
+    add("asynchronous_inclusive_cumsum", flatCumsum<false>);
+    add("permute_2D_sparse_data", permute2DSparseData);
+    add("permute_2D_sparse_data_input1D", permute2DSparseDataInput1D);
+    add("permute_1D_sparse_data", permute1DSparseData);
+    add("invert_permute", invertPermute);
+    add("offsets_range", offsetsRange);
+    add("segment_sum_csr", segmentSumCsr);
+    add("dense_to_jagged_forward", denseToJaggedForward);
+    add("jagged_to_padded_dense_forward", jaggedToPaddedDenseForward);
+    add("jagged_2d_to_dense", jagged2dToDense);
+    add("jagged_1d_to_dense", jagged1dToDense);
+    add("jagged_to_padded_dense_backward", jaggedToPaddedDenseBackward);
+    add("permute_multi_embedding_function", permuteMultiEmbeddingFunction);
+    add("permute_multi_embedding", permuteMultiEmbedding);
+    add("kt_regroup_arguments", ktRegroupArguments);
+    add("regroup_keyed_tensor", regroupKeyedTensor);
+    add("permute_pooled_embs", permutePooledEmbs);
+    // Reached only below autograd (inference mode): fbgemm's Autograd kernel for it calls permute_pooled_embs.
+    add("permute_pooled_embs_auto_grad", permutePooledEmbs);
+  });
   // Row-wise sharding's block_bucketize_sparse_features (ShardedEmbeddingKernels.cpp).
   std::string sharded = registerShardedFbgemmKernels();
   if (!sharded.empty()) failures += (failures.empty() ? "" : "; ") + sharded;

@@ -41,11 +41,19 @@ class LateKernels {
       failures_ += std::string(failures_.empty() ? "" : "; ") + ns + "::" + name + ": " + e.what_without_backtrace();
     }
   }
-  // "" when every kernel was registered, else each refusal.
-  const std::string& failures() const { return failures_; }
+  // Runs `body(*this)` (its add calls) the first time only: "" when every kernel was registered then, else
+  // each refusal; later calls return "" (the kernels stay as the first call left them).
+  template <class Body>
+  std::string once(Body&& body) {
+    if (done_) return "";
+    done_ = true;
+    body(*this);
+    return failures_;
+  }
 
  private:
   const char* file_;
+  bool done_ = false;
   std::vector<std::unique_ptr<torch::Library>> libs_;  // kept: a Library deregisters its kernels when destroyed
   std::string failures_;
 };

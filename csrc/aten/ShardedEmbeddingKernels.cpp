@@ -194,26 +194,20 @@ Bucketized blockBucketize(const at::Tensor& lengths, const at::Tensor& indices, 
 // fbgemm's op for row-wise sharding, registered with the other fbgemm kernels (registerFbgemmKernels).
 std::string registerShardedFbgemmKernels() {
   static LateKernels kernels(__FILE__);
-  static bool done = false;
-  if (done) return "";
-  done = true;
-  kernels.add("fbgemm", "block_bucketize_sparse_features", blockBucketize);
-  return kernels.failures();
+  return kernels.once([](LateKernels& k) { k.add("fbgemm", "block_bucketize_sparse_features", blockBucketize); });
 }
 
 // torchrec's ops: called once torchrec.experimental.torch_tpu.pallas.ops has defined them.
 std::string registerTorchrecKernels() {
   static LateKernels kernels(__FILE__);
-  static bool done = false;
-  if (done) return "";
-  done = true;
-  kernels.add("torchrec", "embedding_pooled_lookup_offset", pooledLookupOffset);
-  kernels.add("torchrec", "embedding_pooled_lookup_offset_backward", pooledLookupOffsetBackward);
-  kernels.add("torchrec", "embedding_lookup", embeddingLookup);
-  kernels.add("torchrec", "embedding_lookup_backward", embeddingLookupBackward);
-  kernels.add("torchrec", "permute_pooled_embs", permutePooledEmbs<false>);
-  kernels.add("torchrec", "permute_pooled_embs_backward", permutePooledEmbs<true>);
-  return kernels.failures();
+  return kernels.once([](LateKernels& k) {
+    k.add("torchrec", "embedding_pooled_lookup_offset", pooledLookupOffset);
+    k.add("torchrec", "embedding_pooled_lookup_offset_backward", pooledLookupOffsetBackward);
+    k.add("torchrec", "embedding_lookup", embeddingLookup);
+    k.add("torchrec", "embedding_lookup_backward", embeddingLookupBackward);
+    k.add("torchrec", "permute_pooled_embs", permutePooledEmbs<false>);
+    k.add("torchrec", "permute_pooled_embs_backward", permutePooledEmbs<true>);
+  });
 }
 
 }  // namespace tpu::aten

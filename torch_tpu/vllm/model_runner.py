@@ -345,12 +345,11 @@ class TpuModelRunner(GPUModelRunner):
         if cached is not None and cached[0] is md.prompt_token_ids and cached[1] == big_r:
             return cached[2]
         batch = self.input_batch
-        r, width = md.prompt_token_ids.shape
-        ids = np.full((big_r, self._penalty_width(width)), batch.vocab_size, dtype=np.int64)
-        ids[:r, :width] = batch.token_ids_cpu[:r, :width]
-        for i in range(r):
-            ids[i, batch.num_prompt_tokens[i]:] = batch.vocab_size
-        padded = torch.from_numpy(ids).to(self.device, non_blocking=False)
+        prompts = batch._make_prompt_token_ids_cpu_tensor()  # what vLLM uploaded: [r, longest prompt]
+        r, width = prompts.shape
+        ids = torch.full((big_r, self._penalty_width(width)), batch.vocab_size, dtype=torch.int64)
+        ids[:r, :width] = prompts
+        padded = ids.to(self.device)
         self._padded_prompt = (md.prompt_token_ids, big_r, padded)
         return padded
 
