@@ -270,6 +270,22 @@ void registerCompileBindings(py::module& m) {
         std::vector<uintptr_t> v;
         for (const auto& r : g.results) v.push_back(r.storage);
         return v;
+      })
+      // What the launch depends on: the program, each parameter's source (storage, operand value,
+      // index flag, donation) and each result's storage. Two captures of the same code with equal
+      // fingerprints replay alike; an operand that differs between them (a host value the code
+      // computed from data) would be baked into a replay (torch_tpu/vllm/step_graph.py).
+      .def_property_readonly("fingerprint", [](const CapturedGraph& g) {
+        py::list params;
+        for (const auto& p : g.params) {
+          bool drawn = p.operand.rngWords != 0;  // drawn again at every launch
+          params.append(py::make_tuple(p.storage, p.indexFlag, p.donated, static_cast<int>(p.operand.dtype),
+                                       p.operand.count, drawn ? 0.0 : p.operand.f[0], drawn ? 0.0 : p.operand.f[1],
+                                       drawn ? 0 : p.operand.i[0], drawn ? 0 : p.operand.i[1], p.operand.rngWords));
+        }
+        py::list results;
+        for (const auto& r : g.results) results.append(py::make_tuple(r.storage, r.nbytes));
+        return py::make_tuple(reinterpret_cast<uintptr_t>(g.exe.get()), py::tuple(params), py::tuple(results));
       });
   // outputs: per graph output ("new", result, (dtype, sizes, strides, offset)) |
   // ("arg", argument, (...)) | ("same", argument) | ("value", v); see replay.py.

@@ -20,6 +20,11 @@ SAMPLED = [dict(temperature=0.0), dict(temperature=0.0, repetition_penalty=1.5, 
            dict(temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=3)]
 
 
+def _step_graphs(worker):
+    graphs = worker.model_runner._step_graphs
+    return None if graphs is None else graphs.stats
+
+
 def main():
     folder, batches_file, scheduling = sys.argv[1], sys.argv[2], sys.argv[3]
     sampled = sys.argv[4:] == ["sampled"]
@@ -42,7 +47,7 @@ def main():
         tokens.append([list(o.outputs[0].token_ids) for o in outs])
     stats = tpu_device.compile_cache_stats()
     print("RESULT " + json.dumps({"tokens": tokens, "new_programs": stats["memory"]["misses"],
-                                  "compiles": stats["compiles"],
+                                  "compiles": stats["compiles"], "step_graphs": llm.collective_rpc(_step_graphs)[0],
                                   "async": llm.llm_engine.vllm_config.scheduler_config.async_scheduling}), flush=True)
 
 

@@ -75,11 +75,36 @@ class TpuAttentionBackend(AttentionBackend):
 
 @dataclass
 class TpuAttentionMetadata:
+    """What attention reads of a step, as views of the runner's persistent device buffers; the tensors
+    derived from them are computed by the first layer that asks (and shared by the others), inside the
+    model's forward, so that a captured step graph (step_graph.py) reads only persistent storages."""
     num_actual_tokens: int
-    token_request: torch.Tensor  # [num_tokens] int64: the request each token belongs to
-    token_position: torch.Tensor  # [num_tokens] int64: its position in that request's sequence
-    block_table: torch.Tensor  # [num_reqs, num_blocks] int64, num_blocks a bucket covering max_seq_len
+    num_tokens: int  # the token bucket
+    num_reqs: int
+    query_start_loc: torch.Tensor  # [num_reqs + 1] int32
+    seq_lens: torch.Tensor  # [num_reqs] int32
+    block_table_full: torch.Tensor  # [num_reqs, num_blocks]: num_blocks a bucket covering max_seq_len
     slot_mapping: torch.Tensor  # [num_tokens] int64, -1 for padding
+
+    def __post_init__(self):
+        self._derived = None
+
+    def derived(self):
+        """(token_request, token_position, block_table): per token its request and its position in that
+        request's sequence, and the block table as int64."""
+        if self._derived is None:
+            # Tokens past the last request's end fall on the last row (never read).
+            request = token_requests(self.query_start_loc, self.num_tokens).clamp_(max=self.num_reqs - 1)
+            seq_lens = self.seq_lens.to(torch.int64)
+            query_end = self.query_start_loc[1:].to(torch.int64)
+            token = torch.arange(self.num_tokens, device=self.query_start_loc.device)
+            position = seq_lens[request] - (query_end[request] - token)
+            self._derived = (request, position, self.block_table_full.to(torch.int64))
+        return self._derived
+
+    def release(self):
+        """Drops the derived tensors (a step graph's capture must not keep them as results)."""
+        self._derived = None
 
 
 class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]):
@@ -91,21 +116,15 @@ class TpuAttentionMetadataBuilder(AttentionMetadataBuilder[TpuAttentionMetadata]
               fast_build: bool = False) -> TpuAttentionMetadata:
         m = common_attn_metadata
         num_reqs = m.num_reqs
-        query_start_loc = m.query_start_loc[: num_reqs + 1]
-        num_tokens = m.slot_mapping.shape[0]
-        # Tokens past the last request's end fall on the last row (never read).
-        request = token_requests(query_start_loc, num_tokens).clamp_(max=num_reqs - 1)
-        seq_lens = m.seq_lens[:num_reqs].to(torch.int64)
-        query_end = query_start_loc[1:].to(torch.int64)
-        token = torch.arange(num_tokens, device=query_start_loc.device)
-        position = seq_lens[request] - (query_end[request] - token)
         blocks = buckets.width(m.max_seq_len, self.block_size, m.block_table_tensor.shape[1])
         return TpuAttentionMetadata(
             num_actual_tokens=m.num_actual_tokens,
-            token_request=request,
-            token_position=position,
-            block_table=m.block_table_tensor[:num_reqs, :blocks].to(torch.int64),
-            slot_mapping=m.slot_mapping.to(torch.int64),
+            num_tokens=m.slot_mapping.shape[0],
+            num_reqs=num_reqs,
+            query_start_loc=m.query_start_loc[: num_reqs + 1],
+            seq_lens=m.seq_lens[:num_reqs],
+            block_table_full=m.block_table_tensor[:num_reqs, :blocks],
+            slot_mapping=m.slot_mapping,
         )
 
 
@@ -150,7 +169,8 @@ class TpuAttentionImpl(AttentionImpl):
         if attn_metadata is None:  # profiling run
             return output
         m: TpuAttentionMetadata = attn_metadata
-        num_tokens = m.token_request.shape[0]
+        token_request, token_position, block_table = m.derived()
+        num_tokens = token_request.shape[0]
         group = self.num_heads // self.num_kv_heads
         head = self.head_size
         q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head).transpose(0, 1)  # [kvh, t, g, d]
@@ -158,7 +178,7 @@ class TpuAttentionImpl(AttentionImpl):
         # Each token's pages as cache rows, one gather of keys and values together: [kvh, t, positions, 2d].
         rows, (block_rows, head_rows, position_rows) = _cache_rows(_typed_cache(kv_cache, self.kv_cache_dtype))
         block_size = kv_cache.shape[2]
-        pages = m.block_table[m.token_request]  # [t, blocks]
+        pages = block_table[token_request]  # [t, blocks]
         positions = pages.shape[1] * block_size
         in_block = torch.arange(block_size, device=pages.device) * position_rows
         page_rows = (pages[:, :, None] * block_rows + in_block).reshape(1, num_tokens, positions)
@@ -173,9 +193,9 @@ class TpuAttentionImpl(AttentionImpl):
         if self.logits_soft_cap:
             scores = torch.tanh(scores / self.logits_soft_cap) * self.logits_soft_cap
         key_position = torch.arange(positions, device=q.device)
-        visible = key_position[None, :] <= m.token_position[:, None]
+        visible = key_position[None, :] <= token_position[:, None]
         if self.sliding_window is not None:
-            visible = visible & (key_position[None, :] > m.token_position[:, None] - self.sliding_window)
+            visible = visible & (key_position[None, :] > token_position[:, None] - self.sliding_window)
         # Out of place: masked_fill's clone and in-place fill (a donated small buffer) cost XLA:CPU about
         # twice this select (docs/serving.md).
         scores = torch.where(visible[None, :, None, :], scores, float("-inf"))

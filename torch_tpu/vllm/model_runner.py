@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch_tpu
 from vllm.config import CUDAGraphMode
-from vllm.forward_context import BatchDescriptor
+from vllm.forward_context import BatchDescriptor, get_forward_context
 from vllm.logger import init_logger
 from vllm.sampling_params import SamplingParams
 from vllm.v1.core.sched.output import NewRequestData, SchedulerOutput
@@ -42,7 +42,8 @@ from vllm.v1.sample.logits_processor.builtin import (LogitBiasLogitsProcessor, M
 from vllm.v1.worker.block_table import SlotMappingMode
 from vllm.v1.worker.gpu_model_runner import AsyncGPUModelRunnerOutput, GPUModelRunner
 
-from . import buckets
+from . import buckets, step_graph
+from .attention import TpuAttentionMetadata
 
 logger = init_logger(__name__)
 
@@ -107,6 +108,10 @@ class TpuModelRunner(GPUModelRunner):
         self._sampled_padded: torch.Tensor | None = None
         self._neutral_batch = None  # the input batch whose padded sampling rows _neutral_rows has set
         self._padded_prompt = None  # (vLLM's prompt token tensor, request bucket, its padded copy)
+        # The forward of a bucketed step as one program per bucket, replayed (step_graph.py); tensor
+        # parallelism's collectives cut a step's program, so it runs each mode's eager path there.
+        self._step_graphs = (step_graph.StepGraphs(self) if step_graph.enabled()
+                             and self.parallel_config.tensor_parallel_size == 1 else None)
         self._positions_host = self._make_buffer(self.max_num_tokens, dtype=torch.int64)
         self._logits_indices = self._make_buffer(self.max_num_reqs, dtype=torch.int64)
         self._is_padding_host = self._make_buffer(self.max_num_tokens, dtype=torch.bool)
@@ -277,12 +282,37 @@ class TpuModelRunner(GPUModelRunner):
             return super()._preprocess(scheduler_output, num_input_tokens, intermediate_tensors)
         # Text-only first-rank path of GPUModelRunner._preprocess, without its device zeroing of the padded
         # positions (a program per padding size): the host wrote them as 0.
+        # Under async scheduling _model_forward gathers the carried-over ids into these (inside the step graph).
         input_ids = self.input_ids.gpu[:num_input_tokens]
-        if self.use_async_scheduling:
-            # One gather at the token bucket's shape, also when no request carries over (Fused mode keys a
-            # step's graph by what it contains).
-            input_ids = torch.cat((self._prev_sampled, input_ids))[self._input_source.gpu[:num_input_tokens]]
         return (input_ids, None, self.positions[:num_input_tokens], None, self._init_model_kwargs(), None)
+
+    def _model_forward(self, input_ids=None, positions=None, intermediate_tensors=None, inputs_embeds=None,
+                       **model_kwargs):
+        step = self._step
+        if step is None:
+            return super()._model_forward(input_ids, positions, intermediate_tensors, inputs_embeds, **model_kwargs)
+        context = get_forward_context()
+        metadata = context.attn_metadata
+        metadata = list(metadata.values()) if isinstance(metadata, dict) else []
+
+        def forward():
+            ids = input_ids
+            if self.use_async_scheduling:
+                # One gather at the token bucket's shape, also when no request carries over (the step's
+                # program is the bucket's).
+                ids = torch.cat((self._prev_sampled, ids))[self._input_source.gpu[: ids.shape[0]]]
+            try:
+                return super(TpuModelRunner, self)._model_forward(ids, positions, intermediate_tensors,
+                                                                  inputs_embeds, **model_kwargs)
+            finally:
+                for m in metadata:  # computed inside the forward; not results of its program
+                    if isinstance(m, TpuAttentionMetadata):
+                        m.release()
+
+        if self._step_graphs is None:
+            return forward()
+        widths = tuple(sorted({m.block_table_full.shape[1] for m in metadata if isinstance(m, TpuAttentionMetadata)}))
+        return self._step_graphs.run((step.padded_tokens, widths), forward)
 
     def _sample(self, logits, spec_decode_metadata):
         """Samples the padded request rows (their tokens are dropped in _bookkeeping_sync and sample_tokens)
