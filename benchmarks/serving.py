@@ -10,6 +10,8 @@ Each engine runs in a child process of its own (vLLM keeps process-wide state):
   the fixed-shape buckets, then compile_cache_stats() is reset, so "programs" counts what serving added.
 - vllm-tpu-async (not in the default set): the same with vLLM's async scheduling (the engine schedules step
   N+1 while step N runs; off by default on the CPU plugins), to measure what it brings.
+- vllm-tpu-no-graphs (not in the default set): vllm-tpu without step graphs (TORCH_TPU_VLLM_STEP_GRAPHS=0:
+  the forward runs vLLM's model code every step in the mode's eager path), to measure what they bring.
 - vllm-cpu: the same plugin with TORCH_TPU_VLLM_DEVICE=cpu (vLLM's CPU model runner, eager PyTorch).
 - hf-tpu: transformers generate on tpu, batch 1, the requests one after the other (one untimed generate
   first, as its warm-up); "programs" counts what the timed requests added (its decode shapes grow with
@@ -36,7 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "serving"))
 
-ENGINES = ("vllm-tpu", "vllm-tpu-async", "vllm-cpu", "hf-tpu")
+ENGINES = ("vllm-tpu", "vllm-tpu-async", "vllm-tpu-no-graphs", "vllm-cpu", "hf-tpu")
 DEFAULT_ENGINES = ("vllm-tpu", "vllm-cpu", "hf-tpu")
 BASELINE = "vllm-cpu"
 
@@ -178,6 +180,8 @@ def run_engine(engine, args, folder, prompts_file, workdir):
                TORCH_TPU_VLLM_DEVICE="cpu" if engine == "vllm-cpu" else "tpu")
     if engine == "vllm-tpu-async":
         env["TORCH_TPU_VLLM_ASYNC_SCHEDULING"] = "1"
+    if engine == "vllm-tpu-no-graphs":
+        env["TORCH_TPU_VLLM_STEP_GRAPHS"] = "0"
     cmd = [sys.executable, os.path.abspath(__file__), "--child", engine, "--model", folder,
            "--prompts-file", prompts_file, "--out", out, "--max-tokens", str(args.max_tokens),
            "--max-model-len", str(args.max_model_len), "--max-num-seqs", str(args.max_num_seqs),
@@ -257,7 +261,7 @@ def main():
         x = base[key] / summary[e][key] if invert else summary[e][key] / base[key]
         return f"{x:.2f}x"
 
-    head = (f"{'engine':<13} {'out tok/s':>10} {'vs cpu':>7} {'TTFT s':>8} {'vs cpu':>7} {'ITL ms':>8} "
+    head = (f"{'engine':<18} {'out tok/s':>10} {'vs cpu':>7} {'TTFT s':>8} {'vs cpu':>7} {'ITL ms':>8} "
             f"{'vs cpu':>7} {'startup s':>9} {'programs':>8} {'compiled':>8} {'= cpu':>6}")
     print(head)
     print("-" * len(head))
@@ -265,7 +269,7 @@ def main():
         programs = "-" if s["programs"] is None else str(s["programs"])
         compiled = "-" if s["compiles"] is None else str(s["compiles"])
         equal = "-" if s["tokens_equal_baseline"] is None else f"{s['tokens_equal_baseline']}/{len(prompts)}"
-        print(f"{e:<13} {s['tok_s']:>10.1f} {ratio(e, 'tok_s'):>7} {s['ttft_s']:>8.3f} {ratio(e, 'ttft_s'):>7} "
+        print(f"{e:<18} {s['tok_s']:>10.1f} {ratio(e, 'tok_s'):>7} {s['ttft_s']:>8.3f} {ratio(e, 'ttft_s'):>7} "
               f"{s['itl_ms']:>8.2f} {ratio(e, 'itl_ms'):>7} {s['startup_s']:>9.1f} {programs:>8} {compiled:>8} {equal:>6}")
     print("vs cpu: ratio to vllm-cpu in this run (tok/s: higher is better; TTFT, ITL: lower is better). "
           "programs: programs the timed part added (tpu engines; compiled: of them, compiled by XLA rather than "

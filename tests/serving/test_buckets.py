@@ -126,6 +126,8 @@ def test_no_compiles_after_warm_up_and_greedy_equals_hf(tmp_path, mode, scheduli
         assert got == [reference[p][:m] for p, m in batch]
     assert result["async"] == (scheduling == "async")
     assert result["new_programs"] == 0, result
+    # The forward of a serving step is a replayed step graph once its bucket's captures agreed (step_graph.py).
+    assert result["step_graphs"]["replays"] > 0, result["step_graphs"]
 
 
 @pytest.mark.parametrize("mode", ["strict", "fused"])
