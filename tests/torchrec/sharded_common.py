@@ -24,6 +24,7 @@ MAX_LEN = 4  # ids per sample and feature: 0..3
 DENSE_IN = 8
 GLOBAL_BATCH = 8
 STEPS = 3
+FIXED_STEPS = 7  # fixed-shape runs: DDP rebuilds its buckets after the first steps; 0 new programs from step 4 on
 LR = 0.1
 
 
@@ -43,7 +44,8 @@ class Model(nn.Module):
         # By feature name: a sharded collection's KeyedTensor orders its keys by shard, not by the config.
         per_feature = self.ebc(kjt).to_dict()
         sequences = self.ec(seq)
-        summed = [sequences[f].to_padded_dense(MAX_LEN).sum(1) for f in SEQ_FEATURES]
+        # [: batch]: fixed-shape inputs (pad_kjt) carry one padding sample past the batch.
+        summed = [sequences[f].to_padded_dense(MAX_LEN)[: dense.shape[0]].sum(1) for f in SEQ_FEATURES]
         pooled = torch.cat([per_feature[f] for f in FEATURES] + summed, dim=1)
         return self.over(torch.relu(pooled + self.dense(dense))).squeeze(1)
 
@@ -96,13 +98,13 @@ def _kjt(g, features, rows):
     return KeyedJaggedTensor(keys=features, values=values, lengths=lengths.reshape(-1))
 
 
-def batches(world):
-    """STEPS global batches (dense [GLOBAL_BATCH, DENSE_IN], the pooled features' KJT, the sequence features' KJT,
+def batches(world, steps=STEPS):
+    """`steps` global batches (dense [GLOBAL_BATCH, DENSE_IN], the pooled features' KJT, the sequence features' KJT,
     labels), on the CPU."""
     g = torch.Generator().manual_seed(7)
     rows = {"f0": 100, "f1": 120, "f2": 120, "f3": 64, "s0": 50, "s1": 60}
     out = []
-    for _ in range(STEPS):
+    for _ in range(steps):
         kjt, seq = _kjt(g, FEATURES, rows), _kjt(g, SEQ_FEATURES, rows)
         dense = torch.rand(GLOBAL_BATCH, DENSE_IN, generator=g)
         labels = torch.randint(0, 2, (GLOBAL_BATCH,), generator=g).float()
@@ -123,6 +125,12 @@ def rank_slice(dense, kjt, seq, labels, rank, world):
     b = GLOBAL_BATCH // world
     lo, hi = rank * b, (rank + 1) * b
     return dense[lo:hi], _slice_kjt(kjt, lo, hi), _slice_kjt(seq, lo, hi), labels[lo:hi]
+
+
+def fixed_bucket(world, features):
+    """Each feature's padded size for pad_kjt: every id a rank's share of a batch can hold, in each of `world`
+    row blocks (a row-wise table's ids may all fall in one block)."""
+    return [world * (GLOBAL_BATCH // world) * (MAX_LEN - 1)] * len(features)
 
 
 def loss_fn(logits, labels):

@@ -25,6 +25,9 @@ def main():
     faulthandler.dump_traceback_later(float(os.environ.get("SHARDED_WORKER_DUMP_AFTER", "240")), exit=True)
     scenario, rank, world, init, out_dir = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     optimizer = sys.argv[6]
+    # "fixed": the inputs padded to fixed shapes (torch_tpu.torchrec.fixed_shape), and more steps, so that the
+    # steps after the warm-up can be seen to compile nothing.
+    fixed = sys.argv[7:] == ["fixed"]
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
     import torch_tpu  # noqa: F401
     import torch.distributed.checkpoint as dcp
@@ -62,23 +65,39 @@ def main():
     record = {"plan": {name: (ps.sharding_type, ps.compute_kernel, list(ps.ranks or []),
                               [str(s.placement) for s in getattr(ps.sharding_spec, "shards", [])])
                        for mod in plan.plan.values() for name, ps in mod.items()}}
-    batches = common.batches(world)
+    batches = common.batches(world, common.FIXED_STEPS if fixed else common.STEPS)
     opt = common.make_optimizer(dmp, optimizer)
+    inputs = lambda k, sq: (k.to(device), sq.to(device))  # noqa: E731
+    if fixed:
+        from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection, pad_kjt, row_blocks
+
+        # The bag collection behind the wrapper (it takes the batch's CPU KJT); the sequence features padded as
+        # the wrapper pads (the model drops the padding sample's row).
+        dmp.module.ebc = FixedShapeEmbeddingBagCollection(dmp.module.ebc, common.fixed_bucket(world, common.FEATURES),
+                                                          device=device)
+        seq_blocks = row_blocks(dmp.module.ec)
+        inputs = lambda k, sq: (k, pad_kjt(sq, common.fixed_bucket(world, common.SEQ_FEATURES),  # noqa: E731
+                                           seq_blocks).to(device))
     losses, outputs, compiled = [], [], []
     for step, batch in enumerate(batches):
         d, k, sq, y = common.rank_slice(*batch, rank, world)
-        out = dmp(d.to(device), k.to(device), sq.to(device))
+        out = dmp(d.to(device), *inputs(k, sq))
         loss = common.loss_fn(out, y.to(device))
         outputs.append(out.detach().cpu())
         opt.zero_grad()
         loss.backward()
         if step == 0:
-            record["params"] = [(n, tuple(p.shape), p.grad is not None) for n, p in dmp.named_parameters()]
+            # (Names as without the fixed-shape wrapper.)
+            record["params"] = [(n.replace("ebc.ebc.", "ebc."), tuple(p.shape), p.grad is not None)
+                                for n, p in dmp.named_parameters()]
         opt.step()
         losses.append(loss.detach().cpu())
         torch.tpu.synchronize()
         compiled.append(torch.tpu.compile_cache_stats()["memory"]["misses"])  # programs new to this process
     record["outputs"], record["losses"], record["compiled"] = outputs, losses, compiled
+
+    if fixed:
+        dmp.module.ebc = dmp.module.ebc.ebc  # unwrapped: the state dict's names, and device inputs, as before
 
     # DCP: save the trained sharded model, load it into a sharded model initialized with another seed.
     ckpt = os.path.join(out_dir, "ckpt")

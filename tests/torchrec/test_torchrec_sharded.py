@@ -23,7 +23,7 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sharded_worke
 TIMEOUT = 240  # seconds for both ranks; a run takes ~30 s on the 2-core CI machine
 
 
-def _reference(dtype, device, optimizer):
+def _reference(dtype, device, optimizer, steps=common.STEPS):
     """Per-step outputs of the unsharded model on the whole batch (in `dtype` on `device`) and its outputs on the
     first batch after training. The sharded run averages its ranks' gradients: DDP the dense ones, and TorchRec's
     all-to-all backward the tables' (torchrec.distributed.comm_ops gradient division, on by default): the
@@ -33,7 +33,7 @@ def _reference(dtype, device, optimizer):
     model = model.to(device=device, dtype=dtype)
     opt = common.make_optimizer(model, optimizer)
     outputs = []
-    batches = common.batches(WORLD)
+    batches = common.batches(WORLD, steps)
     for dense, kjt, seq, labels in batches:
         out = model(dense.to(device=device, dtype=dtype), kjt.to(device), seq.to(device))
         loss = common.loss_fn(out, labels.to(device=device, dtype=dtype))
@@ -67,17 +67,17 @@ def _assert_within_float32_error(got, want32, exact, sl):
 _REFERENCES = {}
 
 
-def _references(optimizer):
-    if optimizer not in _REFERENCES:
-        _REFERENCES[optimizer] = {"exact": _reference(torch.float64, "cpu", optimizer),
-                                  "cpu32": _reference(torch.float32, "cpu", optimizer),
-                                  "tpu32": _reference(torch.float32, "tpu", optimizer)}
-    return _REFERENCES[optimizer]
+def _references(optimizer, steps=common.STEPS):
+    if (optimizer, steps) not in _REFERENCES:
+        _REFERENCES[optimizer, steps] = {"exact": _reference(torch.float64, "cpu", optimizer, steps),
+                                         "cpu32": _reference(torch.float32, "cpu", optimizer, steps),
+                                         "tpu32": _reference(torch.float32, "tpu", optimizer, steps)}
+    return _REFERENCES[optimizer, steps]
 
 
-def _run(scenario, optimizer, mode, tmp_path):
+def _run(scenario, optimizer, mode, tmp_path, *extra):
     init = tmp_path / "store"
-    cmds = [[sys.executable, WORKER, scenario, str(r), str(WORLD), str(init), str(tmp_path), optimizer]
+    cmds = [[sys.executable, WORKER, scenario, str(r), str(WORLD), str(init), str(tmp_path), optimizer, *extra]
             for r in range(WORLD)]
     launch_commands(cmds, mode, timeout=TIMEOUT, env={"SHARDED_WORKER_DUMP_AFTER": str(TIMEOUT - 20)})
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(WORLD)]
@@ -89,8 +89,24 @@ def _run(scenario, optimizer, mode, tmp_path):
 def test_dmp_matches_unsharded(scenario, optimizer, mode, tmp_path):
     if mode == "debug" and os.environ.get("TORCH_TPU_DIST_ALL_MODES", "0") in ("", "0"):
         pytest.skip("debug mode under TORCH_TPU_DIST_ALL_MODES=1 (as make test-dist): strict and fused always")
-    reference = _references(optimizer)
-    records = _run(scenario, optimizer, mode, tmp_path)
+    _check(scenario, _references(optimizer), _run(scenario, optimizer, mode, tmp_path))
+
+
+@pytest.mark.parametrize("scenario,optimizer", [("table_wise", "sgd"), ("row_wise", "adagrad"),
+                                                ("column_wise", "sgd")])
+def test_fixed_shape_dmp_compiles_nothing_after_warm_up(scenario, optimizer, tmp_path):
+    """The same run with its inputs padded to fixed shapes (torch_tpu.torchrec.fixed_shape: FixedShapeEmbeddingBag
+    Collection around the sharded bag collection, pad_kjt for the sequence features; row-wise tables padded per row
+    block): the same values against the unsharded model, and no program new to a rank after the warm-up steps (DDP
+    rebuilds its buckets after the first iterations; from step 4 on nothing), where unpadded inputs compile per batch."""
+    records = _run(scenario, optimizer, "strict", tmp_path, "fixed")
+    _check(scenario, _references(optimizer, common.FIXED_STEPS), records)
+    for rec in records:
+        assert len(rec["compiled"]) == common.FIXED_STEPS
+        assert rec["compiled"][-1] == rec["compiled"][3], rec["compiled"]
+
+
+def _check(scenario, reference, records):
     exact, _ = reference["exact"]
     cpu32, trained_cpu32 = reference["cpu32"]
     tpu32, trained_tpu32 = reference["tpu32"]

@@ -506,6 +506,27 @@ def test_pad_kjt_keeps_pooling_exact(mode):
         _assert_within_cpu_error(wrapped(kjt).values().detach(), want32.detach(), exact.detach())
 
 
+def test_pad_kjt_row_blocks():
+    """Row-wise sharded tables: each row block gets padding ids of its own first row up to its bucket, so every
+    rank receives the same number of ids; the real samples are untouched (exact values)."""
+    from torch_tpu.torchrec.fixed_shape import pad_kjt
+
+    kjt = KeyedJaggedTensor(keys=["a", "b"], values=torch.tensor([1, 7, 8, 2, 9, 4, 5]),
+                            lengths=torch.tensor([2, 1, 2, 2]))  # a: [1, 7], [8]; b: [2, 9], [4, 5]
+    blocks = {"a": [0, 5]}  # a's table in two row blocks, rows 0-4 and 5-: ids 1 | 7, 8
+    padded = pad_kjt(kjt, [8, 4], blocks)  # a: 4 ids per block; b unsharded: 4 ids
+    assert padded.stride() == 3 and padded.length_per_key() == [8, 4]
+    assert padded.lengths().tolist() == [2, 1, 5, 2, 2, 0]
+    assert padded.values().tolist() == [1, 7, 8] + [0, 0, 0, 5, 5] + [2, 9, 4, 5]
+    block_of = lambda v: int(v >= 5)  # noqa: E731
+    a = padded.values()[:8].tolist()
+    assert [sum(block_of(v) == k for v in a) for k in (0, 1)] == [4, 4]
+    by_count = pad_kjt(kjt, lambda n: 2 * n, blocks)  # a function applies to each block's count: 1 -> 2, 2 -> 4
+    assert by_count.length_per_key() == [6, 8]
+    with pytest.raises(ValueError, match="in its row block from 5, more than its bucket of 1"):
+        pad_kjt(kjt, [2, 4], blocks)
+
+
 def test_fixed_shape_dlrm_compiles_once(mode):
     from torchrec.models.dlrm import DLRM
     from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection
