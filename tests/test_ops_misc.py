@@ -1,6 +1,8 @@
 """Miscellaneous ops models call (issue 14), each against CPU: multinomial, histc, histogram, bincount,
 EmbeddingBag, weight norm, embedding renorm, multi_margin_loss, cdist, grid_sample, TransformerEncoderLayer's
 fast path, ctc_loss, antialiased interpolate, segment_reduce."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -485,3 +487,28 @@ def test_fractional_max_pool(mode, rank):
     y, i = fn(x[0].to("tpu"), kernel, output_size=out, return_indices=True)
     flat = x[0].flatten(1)
     torch.testing.assert_close(y.cpu().flatten(1), flat.gather(1, i.cpu().flatten(1)))
+
+
+def test_nested_tensor_from_mask_left_aligned(mode):
+    # TransformerEncoder's sparsity fast path asks it first (its mask: true for a token); equal to CPU's answer.
+    masks = [[[1, 1, 0], [1, 0, 0]], [[1, 0, 1], [1, 1, 1]], [[0, 0, 0], [1, 1, 1]], [[0, 1, 1], [1, 1, 0]]]
+    for rows in masks + [[[1], [0]]]:
+        mask = torch.tensor(rows, dtype=torch.bool)
+        t = torch.zeros(mask.shape[0], mask.shape[1], 4)
+        want = torch._nested_tensor_from_mask_left_aligned(t, mask)
+        assert torch._nested_tensor_from_mask_left_aligned(t.to("tpu"), mask.to("tpu")) == want, rows
+    t = torch.zeros(2, 3, 4, device="tpu")
+    with pytest.raises(RuntimeError, match="expected mask to be of type Bool"):
+        torch._nested_tensor_from_mask_left_aligned(t, torch.ones(2, 3, device="tpu"))
+    with pytest.raises(RuntimeError, match="mask size should match input size"):
+        torch._nested_tensor_from_mask_left_aligned(t, torch.ones(2, 4, dtype=torch.bool, device="tpu"))
+    # The module that asks: a Transformer in eval with a key padding mask equals CPU.
+    torch.manual_seed(0)
+    model = nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=16).eval()
+    src, tgt = torch.randn(3, 2, 8), torch.randn(4, 2, 8)
+    pad = torch.tensor([[False, False, True], [False, False, False]])
+    want = model(src, tgt, src_key_padding_mask=pad).detach()
+    exact = copy.deepcopy(model).double()(src.double(), tgt.double(), src_key_padding_mask=pad).detach()
+    tol = 4 * (want.double() - exact).abs().max().item() + torch.finfo(torch.float32).eps
+    got = model.to("tpu")(src.to("tpu"), tgt.to("tpu"), src_key_padding_mask=pad.to("tpu"))
+    assert_close(got.detach(), want, rtol=0, atol=tol)

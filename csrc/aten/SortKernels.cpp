@@ -395,6 +395,20 @@ bool equal(const at::Tensor& self, const at::Tensor& other) {
   return flag.item<bool>();
 }
 
+// TransformerEncoder's sparsity fast path asks whether every row of its padding mask (true: a token) is
+// left-aligned, tokens then padding, before anything else of that path (torch registers it for CPU and CUDA
+// only). Left-aligned: no true after a false, i.e. mask[:, j + 1] <= mask[:, j]. The same checks as CPU's.
+bool nestedTensorFromMaskLeftAligned(const at::Tensor& t, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "_nested_tensor_from_mask_left_aligned: expected mask to be of type "
+              "Bool, but got ", mask.scalar_type(), " instead.");
+  TORCH_CHECK(mask.dim() == 2, "_nested_tensor_from_mask_left_aligned: padding mask should be 2D");
+  TORCH_CHECK(t.dim() == 3, "_nested_tensor_from_mask_left_aligned: input should be a 3D tensor, N * L * D");
+  TORCH_CHECK(t.size(0) == mask.size(0) && t.size(1) == mask.size(1),
+              "_nested_tensor_from_mask_left_aligned: mask size should match input size");
+  if (mask.size(1) < 2 || mask.numel() == 0) return true;
+  return at::le(mask.slice(1, 1), mask.slice(1, 0, -1)).all().item<bool>();
+}
+
 // vdot(a, b) = sum(conj(a) * b).
 at::Tensor vdot(const at::Tensor& self, const at::Tensor& other) {
   return at::dot(self.is_complex() ? self.conj() : self, other);
@@ -505,6 +519,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("unique_consecutive", uniqueConsecutive);
   m.impl("unique_dim", uniqueDim);
   m.impl("equal", equal);
+  m.impl("_nested_tensor_from_mask_left_aligned", nestedTensorFromMaskLeftAligned);
   m.impl("vdot", vdot);
   m.impl("trace", trace);
   m.impl("take", take);
