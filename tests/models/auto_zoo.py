@@ -234,9 +234,39 @@ def model_types():
     return sorted(configuration_auto.CONFIG_MAPPING_NAMES)
 
 
+def _uses_default_mrope(cls):
+    import importlib.util
+    spec = importlib.util.find_spec(cls.__module__.replace(".configuration_", ".modeling_"))
+    if spec is None or not spec.origin:
+        return False
+    with open(spec.origin) as f:
+        return '"mrope_section", [' in f.read()
+
+
+def _default_mrope_sections(cls, d):
+    """Models whose rotary embedding falls back to a built-in mrope_section (GLM-4V's [8, 12, 12]) when the config
+    has none (the config's own modeling module, or a sub-config's: GLM-4.6V's text model is GLM-4V's): sections
+    summing to half the shrunk rotary size, written into each rope_parameters that lacks them."""
+    for holder in [d] + [v for v in d.values() if isinstance(v, dict)]:
+        rope = holder.get("rope_parameters")
+        if not isinstance(rope, dict) or rope.get("mrope_section"):
+            continue
+        sub = holder.get("model_type")
+        own = transformers.CONFIG_MAPPING[sub] if holder is not d and sub in transformers.CONFIG_MAPPING else cls
+        if not (_uses_default_mrope(own) or _uses_default_mrope(cls)):
+            continue
+        hd = holder.get("head_dim") if isinstance(holder.get("head_dim"), int) else None
+        if hd is None and isinstance(holder.get("hidden_size"), int) and isinstance(holder.get("num_attention_heads"), int):
+            hd = holder["hidden_size"] // holder["num_attention_heads"]
+        if hd:
+            half = int(hd * rope.get("partial_rotary_factor", 1.0)) // 2
+            rope["mrope_section"] = [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
+
+
 def tiny_config(model_type):
     cls = transformers.CONFIG_MAPPING[model_type]
     d = shrink(cls().to_dict())
+    _default_mrope_sections(cls, d)
     d.update(OVERRIDES.get(model_type, {}))
     for k in _DROP:
         d.pop(k, None)
