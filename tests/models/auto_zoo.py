@@ -192,6 +192,11 @@ def shrink(d):
         else:
             out[k] = v
     # head_dim must agree with the new hidden size where the config derives one from the other.
+    # A head_dim of None means "hidden / heads" to most configs, but some models read it as is (HunYuan: None ** -0.5
+    # even at the default size): written out.
+    if "head_dim" in out and out["head_dim"] is None and isinstance(out.get("hidden_size"), int) \
+            and isinstance(out.get("num_attention_heads"), int) and out["num_attention_heads"]:
+        out["head_dim"] = max(1, out["hidden_size"] // out["num_attention_heads"])
     if "head_dim" in out and isinstance(out["head_dim"], int) and isinstance(out.get("hidden_size"), int):
         heads = out.get("num_attention_heads")
         if isinstance(heads, int) and heads:
