@@ -103,6 +103,7 @@ SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], n
 OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
     "bamba": dict(attn_layer_indices=[1]),
+    "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
 }
 
 
@@ -224,6 +225,15 @@ def shrink(d):
                 holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
     if "conv_dim" in out and "conv_stride" in out:
         out.update(SPEECH_CONV)
+    # Periodic layer kinds (Jamba: attention every 8th layer from layer 4): a period the new depth still reaches.
+    layers = out.get("num_hidden_layers")
+    if isinstance(layers, int) and layers and old_layers and layers < old_layers:
+        for k in [k for k in out if k.endswith("_layer_period")]:
+            offset = k[: -len("period")] + "offset"
+            if isinstance(out[k], int) and out[k] > layers:
+                out[k] = layers
+                if isinstance(out.get(offset), int):
+                    out[offset] = out[offset] % layers
     # Layer counts that list per-layer patterns (layer_types) must match the new count.
     for k in ("layer_types",):
         if isinstance(out.get(k), list) and old_layers and isinstance(out.get("num_hidden_layers"), int):
