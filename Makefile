@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test torchtpu-venv test-wheel test-modules-full serving-deps test-serving torchrec-deps test-torchrec test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
+.PHONY: demo test torchtpu-venv test-side-by-side test-wheel test-modules-full serving-deps test-serving torchrec-deps test-torchrec test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -157,6 +157,10 @@ $(TORCHTPU_VENV)/.done: requirements-torchtpu.txt tools/torchtpu_shim/shim.c | $
 	touch $@
 
 torchtpu-venv: $(TORCHTPU_VENV)/.done
+
+# side_by_side.py's plumbing (two engines, two steps; ~20 s, so not in `make test`).
+test-side-by-side: build
+	$(PY) -m pytest benchmarks/test_side_by_side.py -q -p no:cacheprovider
 
 # The pip path from a clean clone of HEAD (tools/test_wheel.sh): `pip wheel --no-build-isolation .` in a
 # build venv, the wheel in a fresh venv with only torch 2.13.0 CPU + xla-cpu-pjrt, a smoke test and the
