@@ -70,6 +70,7 @@ DEFAULT = list(ENGINES)
 ENGINES["ours-debug"] = ("ours", "debug", "xla")
 ENGINES["torchtpu-debug"] = ("torchtpu", "debug", "lammps")
 ENGINES["torchtpu-cstep1"] = ("torchtpu", "cstep1", "lammps")
+PHASES = ("forward", "backward", "optimizer")
 TT_MODES = {"strict": "DEFER_NEVER", "fused": "DEFER_AND_FUSE", "debug": "DEFER_NEVER_AND_LAUNCH_BLOCKING",
             "cmodel": "DEFER_NEVER", "cstep": "DEFER_NEVER", "cstep1": "DEFER_NEVER"}
 
@@ -171,9 +172,33 @@ def _torch_step(stack, mode, dims):
                     "compile_s": sum(x.compilation_duration.total_seconds() for x in entries)}
         return {}
 
+    def phases(n):
+        """n steps cut at the forward's loss read, after backward and after the optimizer (each phase waits for
+        the device): median seconds and counter deltas per phase. None for the whole-step compile."""
+        if mode in ("cstep", "cstep1"):
+            return None
+        sync = torch.accelerator.synchronize if device == "tpu" else (lambda: None)  # TorchTPU's torch.tpu's is internal
+        times, deltas = {p: [] for p in PHASES}, {}
+        for _ in range(n):
+            marks = [(time.perf_counter(), counters())]
+            loss = loss_fn()
+            loss.item()
+            marks.append((time.perf_counter(), counters()))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            sync()
+            marks.append((time.perf_counter(), counters()))
+            opt.step()
+            sync()
+            marks.append((time.perf_counter(), counters()))
+            for i, p in enumerate(PHASES):
+                times[p].append(marks[i + 1][0] - marks[i][0])
+                deltas[p] = {k: marks[i + 1][1][k] - marks[i][1][k] for k in marks[i][1]}
+        return {p: {"seconds": statistics.median(times[p]), "counters": deltas[p]} for p in PHASES}
+
     name = {"cpu": f"cpu, intra-op threads: {torch.get_num_threads()}", "ours": "tpu: " + torch.tpu.get_device_name(),
             "torchtpu": f"TorchTPU's tpu ({torch.tpu.get_device_name()}) on the shim"}[stack]
-    return (lambda: step().item()), counters, name
+    return (lambda: step().item()), counters, name, phases
 
 
 def child(engine, key, warmup):
@@ -183,9 +208,9 @@ def child(engine, key, warmup):
         sys.path.insert(0, HERE)
         import jax_gpt
         step = jax_gpt.setup(*dims, "cpu" if plugin == "jaxlib" else "plugin", os.environ.get("SBS_PLUGIN") or None)
-        counters, name = (lambda: {}), f"jax ({plugin})"
+        counters, name, phases = (lambda: {}), f"jax ({plugin})", (lambda n: None)
     else:
-        step, counters, name = _torch_step(stack, mode, dims)
+        step, counters, name, phases = _torch_step(stack, mode, dims)
     firsts, losses = [], []
     for i in range(max(warmup, 2)):
         t0 = time.perf_counter()
@@ -198,6 +223,9 @@ def child(engine, key, warmup):
         if not cmd or cmd[0] == "quit":
             break
         n = int(cmd[1])
+        if cmd[0] == "phases":
+            _reply({"phases": phases(n)})
+            continue
         c0, times, cpu = counters(), [], []
         for _ in range(n):
             t0, h0 = time.perf_counter(), time.thread_time()
@@ -295,8 +323,8 @@ class Child:
         self.close()
         return None
 
-    def ask(self, steps, timeout):
-        self.proc.stdin.write(f"steps {steps}\n".encode())
+    def ask(self, steps, timeout, what="steps"):
+        self.proc.stdin.write(f"{what} {steps}\n".encode())
         self.proc.stdin.flush()
         return self.read(timeout)
 
@@ -350,6 +378,14 @@ def measure_case(key, engines, args, plugins):
                 results[e]["counters"] = reply["counters"]
                 results[e]["last_loss"] = reply["loss"]
             print(f"  round {r + 1}/{args.rounds} done", flush=True)
+        for e in order if args.phases else []:
+            if children[e].error:
+                continue
+            reply = children[e].ask(args.phases, args.timeout, "phases")
+            if reply is None:
+                print(f"  {e}: phases failed ({children[e].error})", flush=True)
+            elif reply["phases"]:
+                results[e]["phases"] = reply["phases"]
         for c in children.values():
             c.close()
         if not args.no_warm:
@@ -412,6 +448,17 @@ def report(key, results, engines):
         print(f"{e:<22}" + "".join(f"{x:>10.2f}" for x in r["first_cold"])
               + ("".join(f"{x:>10.2f}" for x in warm) if warm else f"{'-':>10}{'-':>10}")
               + (f"{cnt['compiles']:>10}{cnt['compile_s']:>11.2f}" if "compiles" in cnt else f"{'-':>10}{'-':>11}"))
+    phased = [e for e in engines if results[e].get("phases")]
+    if phased:
+        print(f"\n{name}: one step cut into phases, each waited for (ms, programs launched in it)")
+        print(f"{'engine':<22}" + "".join(f"{p:>20}" for p in PHASES))
+        for e in phased:
+            ph = results[e]["phases"]
+            cells = []
+            for p in PHASES:
+                prog = programs(e, ph[p]["counters"]) if ph[p]["counters"] else None
+                cells.append(f"{ph[p]['seconds'] * 1e3:.1f}" + (f" ({prog:.0f})" if prog is not None else ""))
+            print(f"{e:<22}" + "".join(f"{c:>20}" for c in cells))
     pairs = [(m, f"ours-{m}{s}", f"torchtpu-{m}") for m in ("strict", "fused", "cmodel", "cstep", "debug")
              for s in ("@lammps", "")]
     rows = [(m, o, t) for m, o, t in pairs if o in sps and t in sps and o not in odd and t not in odd]
@@ -432,6 +479,8 @@ def main():
     parser.add_argument("--steps", type=int, default=5, help="timed steps per engine per round")
     parser.add_argument("--warmup", type=int, default=3, help="steps before timing (the first two included)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for one reply of a child")
+    parser.add_argument("--phases", type=int, default=0, metavar="N",
+                        help="after the rounds, N more steps cut into forward / backward / optimizer, each waited for")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache first-step processes")
     parser.add_argument("--torchtpu-venv", default=os.path.join(ROOT, "build", "torchtpu-venv"))
     parser.add_argument("--json", help="write the raw results here")
