@@ -98,7 +98,7 @@ def _reply(obj):
 
 
 def _torch_step(stack, mode, dims):
-    """(step() -> loss tensor, counters() -> dict) for a torch engine; the device is set up here."""
+    """(step() -> loss as a float, counters() -> dict, a name, phases(n)) for a torch engine; sets up the device."""
     import torch
     if mode == "eager1":
         torch.set_num_threads(1)
@@ -177,7 +177,8 @@ def _torch_step(stack, mode, dims):
         the device): median seconds and counter deltas per phase. None for the whole-step compile."""
         if mode in ("cstep", "cstep1"):
             return None
-        sync = torch.accelerator.synchronize if device == "tpu" else (lambda: None)  # TorchTPU's torch.tpu's is internal
+        # torch.accelerator's: TorchTPU refuses user calls of its torch.tpu.synchronize.
+        sync = torch.accelerator.synchronize if device == "tpu" else (lambda: None)
         times, deltas = {p: [] for p in PHASES}, {}
         for _ in range(n):
             marks = [(time.perf_counter(), counters())]
@@ -437,7 +438,8 @@ def report(key, results, engines):
         print(f"* last loss differs from {ref:.4f} by more than 1%: trained differently, speed not comparable")
     print(f"\n{name}: first steps, seconds (cold: empty caches; warm: a new process on the caches the first left); "
           "XLA compiles in the first steps and their seconds (cold)")
-    header = f"{'engine':<22}{'1st cold':>10}{'2nd cold':>10}{'1st warm':>10}{'2nd warm':>10}{'compiles':>10}{'compile s':>11}"
+    header = (f"{'engine':<22}{'1st cold':>10}{'2nd cold':>10}{'1st warm':>10}{'2nd warm':>10}{'compiles':>10}"
+              f"{'compile s':>11}")
     print(header)
     print("-" * len(header))
     for e in engines:
@@ -480,7 +482,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="steps before timing (the first two included)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for one reply of a child")
     parser.add_argument("--phases", type=int, default=0, metavar="N",
-                        help="after the rounds, N more steps cut into forward / backward / optimizer, each waited for")
+                        help="after the rounds, N steps cut into forward / backward / optimizer (each waited for)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm-cache first-step processes")
     parser.add_argument("--torchtpu-venv", default=os.path.join(ROOT, "build", "torchtpu-venv"))
     parser.add_argument("--json", help="write the raw results here")
