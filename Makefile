@@ -8,7 +8,7 @@ export CCACHE_DIR ?= $(HOME)/.cache/torch_tpu-ccache
 # Paths relative to the checkout, so every clone (CI, worktrees) shares cache entries.
 export CCACHE_BASEDIR ?= $(CURDIR)
 
-.PHONY: demo test test-wheel test-modules-full serving-deps test-serving torchrec-deps test-torchrec test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
+.PHONY: demo test torchtpu-venv test-side-by-side test-wheel test-modules-full serving-deps test-serving torchrec-deps test-torchrec test-models test-dist examples-dist examples-torchtitan test-cpp test-py test-ops-full fuzz test-memory build deps bench clean
 
 demo: build
 	$(PY) examples/quickstart.py
@@ -137,6 +137,31 @@ test-torchrec: build $(VENV)/.torchrec
 test-serving: build $(VENV)/.serving
 	TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
 	  $(PY) -m pytest tests/serving -x -q -p no:cacheprovider
+
+# Google's TorchTPU (PyPI torch-tpu) in a venv of its own, for benchmarks/side_by_side.py; not part of `make test`.
+# It runs on the lammps-jax-pjrt-cpu XLA CPU plugin through tools/torchtpu_shim (TPU_LIBRARY_PATH names the
+# shim, which drops the TPU-only client option). libtpu is left out: TorchTPU wants >= 0.0.50 and rejects the
+# version string of the 0.0.42.1 on this machine's index ("expected version string ... got '0.0.42.1'"); without
+# it TorchTPU takes the plugin from TPU_LIBRARY_PATH, which is all the shim needs.
+# (The check's -P: the checkout's own torch_tpu/ must not shadow TorchTPU's.)
+TORCHTPU_VENV := $(BUILD)/torchtpu-venv
+TORCHTPU_PY := $(TORCHTPU_VENV)/bin/python
+$(TORCHTPU_VENV)/.done: requirements-torchtpu.txt tools/torchtpu_shim/shim.c | $(VENV)/.deps
+	test -x $(TORCHTPU_PY) || $(PYTHON_SYS) -m venv $(TORCHTPU_VENV)
+	$(TORCHTPU_PY) -m pip install -q -r requirements-torchtpu.txt
+	$(TORCHTPU_PY) -m pip install -q --no-deps torch-tpu==0.2.0 lammps-jax-pjrt-cpu==0.11.2
+	cc -O2 -Wall -shared -fPIC -o $(TORCHTPU_VENV)/pjrt_shim.so tools/torchtpu_shim/shim.c -ldl \
+	  -I"$$($(PY) -c 'import os, xla_plugins.xla_cpu_pjrt as p; print(os.path.join(os.path.dirname(p.__file__), "include"))')" \
+	  -DSHIM_DEFAULT_PLUGIN="\"$$($(TORCHTPU_PY) -c 'import lammps_jax_pjrt_cpu as p; print(p.PLUGIN_PATH)')\""
+	TPU_LIBRARY_PATH=$(TORCHTPU_VENV)/pjrt_shim.so $(TORCHTPU_PY) -P -c 'import torch, torch_tpu._loader as l; \
+	  l._init_device("tpu"); print("TorchTPU on the shim:", (torch.ones(3, device="tpu") * 2).sum().item())'
+	touch $@
+
+torchtpu-venv: $(TORCHTPU_VENV)/.done
+
+# side_by_side.py's plumbing (two engines, two steps; ~20 s, so not in `make test`).
+test-side-by-side: build
+	$(PY) -m pytest benchmarks/test_side_by_side.py -q -p no:cacheprovider
 
 # The pip path from a clean clone of HEAD (tools/test_wheel.sh): `pip wheel --no-build-isolation .` in a
 # build venv, the wheel in a fresh venv with only torch 2.13.0 CPU + xla-cpu-pjrt, a smoke test and the

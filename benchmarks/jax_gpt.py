@@ -69,12 +69,15 @@ def build_step(jax, jnp, n_layers, n_heads):
     return jax.jit(step, donate_argnums=(0, 1, 2))
 
 
-def run(d_model, n_layers, seq, batch, platform, warmup, steps):
+def setup(d_model, n_layers, seq, batch, platform, plugin_path=None):
+    """A `step()` that runs one jitted training step and returns the loss as a float (a read-back).
+    platform "plugin" loads `plugin_path` (default: the xla-cpu-pjrt plugin torch_tpu uses) into JAX."""
     if platform == "plugin":
         import jax._src.xla_bridge as xla_bridge
-        import xla_plugins.xla_cpu_pjrt as plugin
-        xla_bridge.register_plugin("torch_tpu_plugin",
-                                   library_path=os.path.join(os.path.dirname(plugin.__file__), "xla_cpu_pjrt.so"))
+        if plugin_path is None:
+            import xla_plugins.xla_cpu_pjrt as plugin
+            plugin_path = os.path.join(os.path.dirname(plugin.__file__), "xla_cpu_pjrt.so")
+        xla_bridge.register_plugin("torch_tpu_plugin", library_path=plugin_path)
         os.environ["JAX_PLATFORMS"] = "torch_tpu_plugin"
     else:
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -86,18 +89,28 @@ def run(d_model, n_layers, seq, batch, platform, warmup, steps):
     from gpt import batches
     x, y = next(batches(data, 1, batch, seq))
     device = jax.devices()[0]
-    p = {k: jax.device_put(w, device) for k, w in weights.items()}
-    m = {k: jnp.zeros_like(w) for k, w in p.items()}
-    v = {k: jnp.zeros_like(w) for k, w in p.items()}
-    count = jax.device_put(np.float32(0), device)
+    state = {"p": {k: jax.device_put(w, device) for k, w in weights.items()}}
+    state["m"] = {k: jnp.zeros_like(w) for k, w in state["p"].items()}
+    state["v"] = {k: jnp.zeros_like(w) for k, w in state["p"].items()}
+    state["count"] = jax.device_put(np.float32(0), device)
     idx = jax.device_put(x.numpy().astype(np.int32), device)
     targets = jax.device_put(y.numpy().astype(np.int32), device)
-    step = build_step(jax, jnp, n_layers, model.blocks[0].n_heads)
+    jitted = build_step(jax, jnp, n_layers, model.blocks[0].n_heads)
+
+    def step():
+        s = state
+        s["p"], s["m"], s["v"], s["count"], loss = jitted(s["p"], s["m"], s["v"], s["count"], idx, targets)
+        return float(loss)
+
+    return step
+
+
+def run(d_model, n_layers, seq, batch, platform, warmup, steps, plugin_path=None):
+    step = setup(d_model, n_layers, seq, batch, platform, plugin_path)
     times = []
     for i in range(warmup + steps):
         t0 = time.perf_counter()
-        p, m, v, count, loss = step(p, m, v, count, idx, targets)
-        float(loss)
+        step()
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     return 1.0 / statistics.median(times)
@@ -125,8 +138,10 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--plugin-path", help="with --platform plugin: this PJRT plugin instead of xla-cpu-pjrt's")
     a = parser.parse_args()
-    print(f"jax-steps-per-second {run(a.d_model, a.layers, a.seq, a.batch, a.platform, a.warmup, a.steps):.4f}")
+    sps = run(a.d_model, a.layers, a.seq, a.batch, a.platform, a.warmup, a.steps, a.plugin_path)
+    print(f"jax-steps-per-second {sps:.4f}")
 
 
 if __name__ == "__main__":
