@@ -166,6 +166,22 @@ void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<Dev
   ++stats_.compiledGraphs;
 }
 
+bool Executor::beginOpGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (fusedMode_ || grouping_) return false;
+  grouping_ = true;
+  fusedMode_ = true;
+  return true;
+}
+
+void Executor::endOpGroup() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!grouping_) return;
+  grouping_ = false;
+  fusedMode_ = false;
+  fusedGraph_.flush("op group");
+}
+
 void Executor::endCompiledGraph() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (captureDepth_ == 0 || --captureDepth_ > 0) return;
@@ -230,7 +246,9 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     std::lock_guard<std::mutex> lock(mutex_);
     // One graph per device: an op on another device runs what is pending first.
     if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
-    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0);  // a compiled graph: never cut by periods
+    // A compiled graph: never cut by periods, never replayed as an eager graph; an op group: replayed, not cut.
+    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0 && !grouping_,
+                                       /*replayable=*/captureDepth_ == 0);
     ++stats_.ops;
     if (captureDepth_ > 0) return;
     if (boundary) {

@@ -100,6 +100,11 @@ class Executor {
   void beginCompiledGraph();
   void endCompiledGraph();
   bool capturing() const { return captureDepth_ > 0; }
+  // An op group (ForeachKernels.cpp): in Strict mode, the ops until endOpGroup trace into one fused graph, flushed
+  // at the end, with fused replay (a repeated group binds to its recorded program, no trace). False, and nothing
+  // to end, where ops are fused already (Fused mode, a compiled graph) or a group is open.
+  bool beginOpGroup();
+  void endOpGroup();
   // Inside a compiled-graph scope: the graph's final flush records what it ran.
   void captureCompiledGraph(std::shared_ptr<CapturedGraph> into);
   // Runs a captured graph again on new buffers (FusedGraph::replay), as one compiled-graph call.
@@ -179,6 +184,7 @@ class Executor {
   size_t fusedMaxOps_ = 1000;  // XLA compile time grows fast beyond this
   int captureDepth_ = 0;           // open compiled-graph scopes
   bool fusedBeforeCapture_ = false;  // the eager mode's policy, restored at the end
+  bool grouping_ = false;            // an op group is open (beginOpGroup)
 };
 
 }  // namespace tpu::runtime

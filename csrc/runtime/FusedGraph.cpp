@@ -101,7 +101,7 @@ void FusedGraph::touchSlot(DeviceStorage* s) {
   order_.push_back(s);
 }
 
-bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps) {
+bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps, bool replayable) {
   // A lost value never enters a graph (checked before anything is recorded, so raising leaves it whole).
   for (const TensorArg& a : call.inputs)
     if (!a.storage->inGraph) requireComputed(*a.storage);
@@ -109,7 +109,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
     if (!a.storage->inGraph && !a.view.coversStorage(a.storage->nbytes)) requireComputed(*a.storage);
   uint64_t signature = 0;
   bool replayed = false;
-  if (!observeSteps || !replayEnabled()) {
+  if (!replayable || !replayEnabled()) {
     recording_.reset();  // a compiled graph's ops: not an eager step to replay
   } else {
     signature = replaySignature(call, order_.size());
@@ -137,6 +137,7 @@ bool FusedGraph::record(const OpCall& call, FunctionRef<BuildFn> build, bool obs
     if (logFusedOps()) opNames_.push_back(call.name);
     ++ops_;
     ++stats_.fusedOps;
+    if (!observeSteps) return false;
     bool boundary = steps_.observe(opSignature(call));
     stats_.stepBoundaries += boundary;
     return boundary;

@@ -84,7 +84,8 @@ class FusedGraph final : public TraceContext {
   int device() const { return device_; }
   // Adds the op; true when it ends a learned period of the op stream (a step boundary: flush now).
   // A compiled graph's ops (observeSteps false) are kept out of the eager stream's period.
-  bool record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps = true);
+  // `replayable`: the graph may be recorded for, and bound to, fused replay (not a compiled graph's ops).
+  bool record(const OpCall& call, FunctionRef<BuildFn> build, bool observeSteps = true, bool replayable = true);
   StepDetector& steps() { return steps_; }
   // Runs the pending graph and gives every live written storage its buffer.
   // Callers hold the executor lock.
