@@ -170,8 +170,19 @@ bool Executor::beginOpGroup() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (fusedMode_ || grouping_) return false;
   grouping_ = true;
+  groupThread_ = std::this_thread::get_id();
   fusedMode_ = true;
   return true;
+}
+
+bool Executor::fusesHere() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!grouping_) return fusedMode_;  // decided under the lock: a group may have ended since the caller looked
+  if (groupThread_ == std::this_thread::get_id()) return true;
+  // Another thread's op while a group is open runs strict, as its thread's mode says, after the group so far
+  // (it may read what the group wrote); its ops never join the group (their programs stay as they are).
+  fusedGraph_.flush("op group: another thread");
+  return false;
 }
 
 void Executor::endOpGroup() {
@@ -242,7 +253,7 @@ int Executor::deviceOf(const OpCall& call) {
 
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   int device = deviceOf(call);
-  if (fusedMode_) {
+  if (fusedMode_ && fusesHere()) {
     std::lock_guard<std::mutex> lock(mutex_);
     // One graph per device: an op on another device runs what is pending first.
     if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");

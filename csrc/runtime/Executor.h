@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -184,7 +185,11 @@ class Executor {
   size_t fusedMaxOps_ = 1000;  // XLA compile time grows fast beyond this
   int captureDepth_ = 0;           // open compiled-graph scopes
   bool fusedBeforeCapture_ = false;  // the eager mode's policy, restored at the end
-  bool grouping_ = false;            // an op group is open (beginOpGroup)
+  bool grouping_ = false;            // an op group is open (beginOpGroup), by groupThread_
+  std::thread::id groupThread_;
+  // Whether this thread's op joins the fused graph; another thread's op while a group is open flushes the group
+  // and runs strict.
+  bool fusesHere();
 };
 
 }  // namespace tpu::runtime
