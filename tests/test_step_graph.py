@@ -14,7 +14,8 @@ class Runner:
 
     def __init__(self, device, dtype=torch.float32):
         torch.manual_seed(0)
-        self.model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8)).to(device, dtype)
+        layers = [torch.nn.Linear(8, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8)]
+        self.model = torch.nn.Sequential(*layers).to(device, dtype)
         self.input_batch = SimpleNamespace(block_table=SimpleNamespace(block_tables=[]))
         self.kv_caches = [torch.zeros(16, 8, device=device, dtype=dtype)]
         self.inputs = torch.zeros(4, 8, device=device, dtype=dtype)

@@ -22,7 +22,8 @@ slices. On the plain text-decoder path this runner instead:
   buffer) ; the host's ids (token bucket)] through an index the host uploads, so the gather has the same
   shape and place in every step of a bucket, whether or not a request carries over.
 warm_up() runs dummy steps over the buckets (buckets.warm_up_plan) through this same path, so that
-serving compiles nothing new. Other paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
+serving compiles nothing new. The forward of a bucketed step is a step graph (step_graph.py): one program
+per (token bucket, widths), replayed without running the model's Python once two captures agree. Other paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
 inputs, pipeline / data / context parallel, pooling, TORCH_TPU_VLLM_BUCKETS=0) run GPUModelRunner's
 own preparation, correct but compiling per batch size.
 """
@@ -311,8 +312,8 @@ class TpuModelRunner(GPUModelRunner):
 
         if self._step_graphs is None:
             return forward()
-        widths = tuple(sorted({m.block_table_full.shape[1] for m in metadata if isinstance(m, TpuAttentionMetadata)}))
-        return self._step_graphs.run((step.padded_tokens, widths), forward)
+        widths = {m.block_table_full.shape[1] for m in metadata if isinstance(m, TpuAttentionMetadata)}
+        return self._step_graphs.run((step.padded_tokens, tuple(sorted(widths))), forward)
 
     def _sample(self, logits, spec_decode_metadata):
         """Samples the padded request rows (their tokens are dropped in _bookkeeping_sync and sample_tokens)

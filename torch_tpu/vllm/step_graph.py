@@ -84,9 +84,9 @@ class StepGraphs:
         if any(a and a not in addresses for a in graph.param_storages):
             self._collect()  # something persistent appeared since (a buffer made lazily): look again
             addresses = self._addresses()
-        print_ = self._normalised(graph.fingerprint, addresses)
-        agrees = self._last.get(key) == print_
-        self._last[key] = print_
+        fingerprint = self._normalised(graph.fingerprint, addresses)
+        agrees = self._last.get(key) == fingerprint
+        self._last[key] = fingerprint
         if agrees:
             plan = replay.build_plan(graph, self._statics, out)
             if plan is not None:
