@@ -19,6 +19,7 @@ KNOWN: Dict[str, str] = {
     "TORCH_TPU_DEBUG_NONFINITE": "debug mode on NaN/Inf from finite inputs: raise | warn | off",
     "TORCH_TPU_FUSED_MAX_OPS": "ops after which a fused graph is cut [1000]",
     "TORCH_TPU_FUSED_REPLAY": "0: trace every fused graph (no replay of a recorded step)",
+    "TORCH_TPU_FOREACH_PROGRAMS": "0: foreach ops run one program per tensor in strict mode (read at load)",
     "TORCH_TPU_MEMORY_CACHE_MAX": "compiled programs kept loaded in memory [4096]",
     "TORCH_TPU_LOG": "logs: compile, cache, hlo, fused, fused_ops, recompile, all (comma-separated)",
     # compile cache
@@ -41,6 +42,7 @@ KNOWN: Dict[str, str] = {
     "TORCH_TPU_VLLM_DEVICE": "cpu: the vLLM plugin runs on CPU PyTorch (serving baseline)",
     "TORCH_TPU_VLLM_BUCKETS": "0: vLLM steps are not padded to fixed shapes",
     "TORCH_TPU_VLLM_WARM_UP": "0: no vLLM warm-up over the shape buckets",
+    "TORCH_TPU_VLLM_STEP_GRAPHS": "0: vLLM's forward runs its model code every step (no step-graph replay)",
     "TORCH_TPU_VLLM_ASYNC_SCHEDULING": "1/0: vLLM's async scheduling kept/off on tpu (default: off on CPU plugins)",
     # read by the PJRT plugins, not by torch_tpu
     "XLA_FLAGS": "XLA compiler flags (every XLA plugin)",
