@@ -175,9 +175,8 @@ bool Executor::beginOpGroup() {
   return true;
 }
 
-bool Executor::fusesHere() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!grouping_) return fusedMode_;  // decided under the lock: a group may have ended since the caller looked
+bool Executor::fusesHereLocked() {
+  if (!grouping_) return fusedMode_;  // under the lock: a group may have ended since the caller looked
   if (groupThread_ == std::this_thread::get_id()) return true;
   // Another thread's op while a group is open runs strict, as its thread's mode says, after the group so far
   // (it may read what the group wrote); its ops never join the group (their programs stay as they are).
@@ -251,24 +250,30 @@ int Executor::deviceOf(const OpCall& call) {
   return first ? first->device : 0;
 }
 
+void Executor::recordFusedLocked(const OpCall& call, FunctionRef<BuildFn> build, int device) {
+  // One graph per device: an op on another device runs what is pending first.
+  if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
+  // A compiled graph: never cut by periods, never replayed as an eager graph; an op group: replayed, not cut.
+  bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0 && !grouping_,
+                                     /*replayable=*/captureDepth_ == 0);
+  ++stats_.ops;
+  if (captureDepth_ > 0) return;
+  if (boundary) {
+    fusedGraph_.flush("step boundary");
+  } else if (fusedGraph_.ops() >= fusedMaxOps_) {
+    fusedGraph_.flush("size bound");
+    fusedGraph_.steps().learn(fusedMaxOps_);
+  }
+}
+
 void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   int device = deviceOf(call);
-  if (fusedMode_ && fusesHere()) {
+  if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    // One graph per device: an op on another device runs what is pending first.
-    if (fusedGraph_.ops() > 0 && fusedGraph_.device() != device) fusedGraph_.flush("device change");
-    // A compiled graph: never cut by periods, never replayed as an eager graph; an op group: replayed, not cut.
-    bool boundary = fusedGraph_.record(call, build, /*observeSteps=*/captureDepth_ == 0 && !grouping_,
-                                       /*replayable=*/captureDepth_ == 0);
-    ++stats_.ops;
-    if (captureDepth_ > 0) return;
-    if (boundary) {
-      fusedGraph_.flush("step boundary");
-    } else if (fusedGraph_.ops() >= fusedMaxOps_) {
-      fusedGraph_.flush("size bound");
-      fusedGraph_.steps().learn(fusedMaxOps_);
+    if (fusesHereLocked()) {
+      recordFusedLocked(call, build, device);
+      return;
     }
-    return;
   }
   bool debug = eagerMode() == EagerMode::Debug;
   bool checkNonFinite = debug && wantsNonFiniteCheck(call);

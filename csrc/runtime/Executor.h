@@ -188,8 +188,9 @@ class Executor {
   bool grouping_ = false;            // an op group is open (beginOpGroup), by groupThread_
   std::thread::id groupThread_;
   // Whether this thread's op joins the fused graph; another thread's op while a group is open flushes the group
-  // and runs strict.
-  bool fusesHere();
+  // and runs strict. Both with the lock held.
+  bool fusesHereLocked();
+  void recordFusedLocked(const OpCall& call, FunctionRef<BuildFn> build, int device);
 };
 
 }  // namespace tpu::runtime
