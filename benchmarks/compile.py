@@ -23,6 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import eager_modes  # noqa: E402
 from eager_modes import gpt_case, seconds_per_step, set_mode  # noqa: E402
 import jax_gpt  # noqa: E402
 
@@ -59,15 +60,7 @@ def timed_steps(step, warmup, steps, host=None):
 
 def training_step(case, device, whole_step_compiled=False):
     model, loss_fn = case(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-
-    def step():
-        loss = loss_fn()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
-
+    step = eager_modes.training_step(loss_fn, torch.optim.AdamW(model.parameters(), lr=1e-3))
     return torch.compile(step, backend="tpu") if whole_step_compiled else step
 
 

@@ -40,11 +40,11 @@ from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection
 TABLES, ROWS, DIM, DENSE, BATCH, MAX_IDS, BUCKET = 4, 1000, 16, 13, 32, 8, 256
 
 
-def make_model():
+def make_model(device="cpu"):
     torch.manual_seed(0)
     tables = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
               for i in range(TABLES)]
-    return DLRM(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("cpu")),
+    return DLRM(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device(device)),
                 dense_in_features=DENSE, dense_arch_layer_sizes=[64, DIM], over_arch_layer_sizes=[64, 1])
 
 
@@ -94,13 +94,9 @@ def sharded_rank(sharding, rank, world, init, warmup, steps, out):
     dist.init_process_group("tpu_dist", init_method=f"file://{init}", rank=rank, world_size=world)
     device = torch.device("tpu", rank)
     torch.tpu.set_device(device)
-    torch.manual_seed(0)
-    tables = [EmbeddingBagConfig(name=f"t{i}", embedding_dim=DIM, num_embeddings=ROWS, feature_names=[f"f{i}"])
-              for i in range(TABLES)]
-    model = DLRM(embedding_bag_collection=EmbeddingBagCollection(tables=tables, device=torch.device("meta")),
-                 dense_in_features=DENSE, dense_arch_layer_sizes=[64, DIM], over_arch_layer_sizes=[64, 1])
-    constraints = {t.name: ParameterConstraints(sharding_types=[sharding], compute_kernels=["unfused_tpu"])
-                   for t in tables}
+    model = make_model("meta")  # the sharder places and initialises each rank's shards
+    constraints = {f"t{i}": ParameterConstraints(sharding_types=[sharding], compute_kernels=["unfused_tpu"])
+                   for i in range(TABLES)}
     planner = EmbeddingShardingPlanner(topology=Topology(world_size=world, compute_device="tpu",
                                                          local_world_size=world), constraints=constraints)
     sharders = [EmbeddingBagCollectionSharder()]

@@ -55,19 +55,27 @@ CASES = {"mlp 4x256": lambda d: mlp_case(d),
          **{name: (lambda d, dims=dims: gpt_case(d, *dims)) for name, dims in GPT_SIZES.items()}}
 
 
+def training_step(loss_fn, opt):
+    """One training step: the loss, its gradients (zeroed first) and the optimizer's update; returns the loss."""
+    def step():
+        loss = loss_fn()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def seconds_per_step(case, device, warmup, steps, read_every=1, host=None):
     model, loss_fn = case(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    step = training_step(loss_fn, torch.optim.AdamW(model.parameters(), lr=1e-3))
     times, cpu = [], []
     # The loss is read back every `read_every` steps (1: every step, as a loop printing each loss); a
     # block of that many steps is timed and divided, so a mode may overlap the host with the device.
     for i in range(warmup + steps):
         t0, c0 = time.perf_counter(), time.thread_time()
         for _ in range(read_every):
-            loss = loss_fn()
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            loss = step()
         loss.item()
         if i >= warmup:
             times.append((time.perf_counter() - t0) / read_every)

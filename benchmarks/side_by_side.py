@@ -114,7 +114,7 @@ def _torch_step(stack, mode, dims):
         import torch_tpu
         torch_tpu.set_eager_mode("strict" if mode in ("cmodel", "cstep") else mode)
     sys.path.insert(0, HERE)
-    from eager_modes import gpt_case
+    from eager_modes import gpt_case, training_step
     device = "cpu" if stack == "cpu" else "tpu"
     model, loss_fn = gpt_case(device, *dims)
     if mode == "cmodel":
@@ -126,13 +126,7 @@ def _torch_step(stack, mode, dims):
         # (no grads, no update) on torch 2.13. Off (torch's default), Dynamo splits the step as it does for ours.
         torch._dynamo.config.trace_autograd_ops = False
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, capturable=capturable)
-
-    def step():
-        loss = loss_fn()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(loss_fn, opt)
 
     if mode == "cstep":
         step = torch.compile(step, backend="tpu")

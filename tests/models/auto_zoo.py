@@ -14,9 +14,11 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
 `OVERRIDES` holds the few types where a generic rule cannot work.
 """
+import functools
 import inspect
 
 import torch
+
 import transformers
 from transformers.models.auto import configuration_auto, modeling_auto
 
@@ -249,6 +251,7 @@ def model_types():
     return sorted(configuration_auto.CONFIG_MAPPING_NAMES)
 
 
+@functools.lru_cache(maxsize=None)
 def _uses_default_mrope(cls):
     import importlib.util
     spec = importlib.util.find_spec(cls.__module__.replace(".configuration_", ".modeling_"))

@@ -173,22 +173,8 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
                 return out
         capture = plans is not None and plans.should_capture(args)
         kept = list(args) if capture else None  # the boxed forward clears args
-        _C._compiled_graph_begin()
-        graph = None
-        try:
-            if capture:
-                graph = _C._CapturedGraph()
-                _C._compiled_graph_capture(graph)
-            out = body(args)
-        except BaseException:
-            try:  # the part traced so far still runs, so storages stay consistent
-                _C._compiled_graph_end()
-            except Exception:
-                pass
-            raise
-        # Intermediates are freed by now (the frame is gone): the program's results are
-        # the graph outputs, the mutated inputs and the activations saved for backward.
-        _C._compiled_graph_end()
+        graph = _C._CapturedGraph() if capture else None
+        out = replay.traced(lambda: body(args), graph)
         if graph is not None:
             plans.add(graph, kept, out)
         return out

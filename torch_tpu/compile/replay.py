@@ -71,6 +71,27 @@ class Plans:
             self.plans.append((torch.get_float32_matmul_precision(), plan))
 
 
+def traced(body, graph=None):
+    """body() traced into one program (a compiled-graph scope, in any eager mode), flushed at its end; that
+    flush fills `graph` (a `_C._CapturedGraph`) when one is given. If body raises, what it traced still runs,
+    so storages stay consistent."""
+    _C._compiled_graph_begin()
+    try:
+        if graph is not None:
+            _C._compiled_graph_capture(graph)
+        out = body()
+    except BaseException:
+        try:
+            _C._compiled_graph_end()
+        except Exception:
+            pass
+        raise
+    # Intermediates are freed by now (body's frame is gone): the program's results are the outputs, the
+    # mutated inputs and what the caller keeps (activations saved for backward).
+    _C._compiled_graph_end()
+    return out
+
+
 def build_plan(graph, args, out):
     """A `_C._ReplayPlan` for the captured `graph` called on `args` with result `out`; None
     when the capture cannot be mapped onto the arguments and outputs."""

@@ -62,17 +62,7 @@ class StepGraphs:
         self._captures[key] = taken + 1
         self.stats["captures"] += 1
         graph = _C._CapturedGraph()
-        _C._compiled_graph_begin()
-        try:
-            _C._compiled_graph_capture(graph)
-            out = forward()
-        except BaseException:
-            try:  # what was traced still runs, so storages stay consistent
-                _C._compiled_graph_end()
-            except Exception:
-                pass
-            raise
-        _C._compiled_graph_end()
+        out = replay.traced(forward, graph)
         self._consider(key, graph, out)
         return out
 
