@@ -2,11 +2,8 @@
 //
 // PyTorch has no device-generic foreach kernel: on tpu each `aten::_foreach_*` runs its CompositeExplicitAutograd
 // loop, the per-tensor op once per list entry, which Strict mode launches as one program each (AdamW over a small
-// GPT's 29 parameters: 8 foreach calls, 232 programs a step). Here that same loop runs as an op group
-// (Executor::beginOpGroup: the ops fuse into one graph, flushed at the group's end, and a repeated call replays its
-// recorded program without tracing: FusedReplay), so a foreach call is one program whatever the list's length,
-// compiled once per list signature. Fused mode traces the loop into its graph anyway, a compiled graph holds it
-// already, and Debug mode keeps its per-op checks: those run the loop as is.
+// GPT's 29 parameters: 8 foreach calls, 232 programs a step). Here that same loop runs as an op group (OpGroup.h),
+// so a foreach call is one program whatever the list's length, compiled once per list signature.
 // TORCH_TPU_FOREACH_PROGRAMS=0 (read at load) leaves the loop to PyTorch, one program per tensor.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -16,28 +13,16 @@
 #include <string_view>
 #include <vector>
 
-#include "csrc/runtime/ExecutionMode.h"
-#include "csrc/runtime/Executor.h"
+#include "OpGroup.h"
 
 namespace tpu::aten {
 namespace {
 
 void foreachAsOneProgram(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  runtime::Executor& ex = runtime::Executor::get();
-  if (runtime::eagerMode() != runtime::EagerMode::Strict || !ex.beginOpGroup()) {
+  asOneProgram([&] {
     op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
-    return;
-  }
-  try {
-    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
-  } catch (...) {
-    try {  // what was traced still runs, so storages stay consistent
-      ex.endOpGroup();
-    } catch (...) {
-    }
-    throw;
-  }
-  ex.endOpGroup();
+    return 0;
+  });
 }
 
 // Every aten::_foreach_* overload with a CompositeExplicitAutograd loop and no tpu kernel of its own, registered

@@ -219,6 +219,54 @@ def test_training_step_over_variable_lengths(mode):
     assert _traced() - traced == 2 * _lengths_in(lengths) == 6
 
 
+class _HeadsLM(torch.nn.Module):
+    """Attention over (batch, heads, length, head size): the one-op attention (AttentionKernels.cpp), its padded
+    keys masked by the bucket rule; 4 query heads over 2 key heads, a causal triangle or a key padding mask."""
+
+    def __init__(self, masking):
+        super().__init__()
+        torch.manual_seed(0)
+        self.masking = masking
+        self.emb, self.pos = torch.nn.Embedding(50, 16), torch.nn.Embedding(64, 16)
+        self.ln, self.q, self.kv = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+        self.head = torch.nn.Linear(16, 50)
+
+    def forward(self, ids):
+        b, n = ids.shape
+        h = self.emb(ids) + self.pos(torch.arange(n, device=ids.device))
+        x = self.ln(h)
+        q = self.q(x).view(b, n, 4, 4).transpose(1, 2)
+        k, v = (t.reshape(b, n, 2, 4).transpose(1, 2) for t in self.kv(x).split(8, -1))
+        if self.masking == "causal":
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=(ids % 5 != 0)[:, None, None, :], enable_gqa=True)
+        logits = self.head(h + a.transpose(1, 2).reshape(b, n, 16))
+        return F.cross_entropy(logits.view(-1, 50), ids.view(-1)), logits[:, -1].argmax(-1)
+
+
+@pytest.mark.parametrize("masking", ["causal", "key_mask"])
+def test_attention_training_step_over_variable_lengths(mode, masking):
+    cpu, cpu64, tpu = _HeadsLM(masking), _HeadsLM(masking).double(), _HeadsLM(masking).to("tpu")
+    compiled = torch.compile(tpu, backend="tpu", dynamic=True)
+    lengths = [5, 7, 6, 12, 9, 3]
+    traced = _traced()
+    for n in lengths:
+        ids = torch.randint(1, 50, (2, n), generator=torch.Generator().manual_seed(n))
+        for m in (cpu, cpu64, tpu):
+            m.zero_grad()
+        loss, last = compiled(ids.to("tpu"))
+        want_loss, want_last = cpu(ids)
+        exact_loss, _ = cpu64(ids)
+        for value in (loss, want_loss, exact_loss):
+            value.backward()
+        assert_within_cpu_error(loss, want_loss, exact_loss, floor=1e-6, rtol=1e-6)
+        assert torch.equal(last.cpu(), want_last)
+        for (name, p), p64, q in zip(cpu.named_parameters(), cpu64.parameters(), tpu.parameters()):
+            assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
+    assert _traced() - traced == 2 * _lengths_in(lengths) == 6
+
+
 class _CachedDecoder(torch.nn.Module):
     """A decoder whose key/value cache grows by one position per call (torch.cat)."""
 

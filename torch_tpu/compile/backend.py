@@ -154,7 +154,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     gm.graph.set_codegen(_BoxedCodeGen())
     gm.recompile()
     forward = gm.forward
-    from . import buckets, replay
+    from . import bucketed_graph, replay
 
     # Replay (replay.py): a call with new argument signature also captures what its flush ran;
     # later calls with that signature launch the program directly.
@@ -162,7 +162,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
     promoted = cpu_scalars_used_on_tpu(gm)
     device = _tpu_device(gm)
 
-    bucketed = buckets.plan(gm)
+    bucketed = bucketed_graph.plan(gm)
     bucket_plans = replay.Plans() if bucketed is not None and replay.enabled() else None
 
     def execute(args, body, plans):
@@ -199,7 +199,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
             try:
                 return run_bucketed(args)
             except Exception as e:  # an op that cannot run padded: exact sizes are always right
-                buckets.log_exact(e)
+                bucketed_graph.log_exact(e)
                 bucketed = None
         return execute(args, forward, plans)
 
