@@ -1,9 +1,11 @@
 """DLRM training throughput on tpu (unsharded TorchRec, eager Strict and Fused) against CPU TorchRec in the same run.
 
-The model is torchrec.models.dlrm.DLRM (4 tables of 1000 rows x dim 16, one feature each, dense 13 -> [64, 16],
-over [64, 1]); a batch is 32 samples with 0..7 ids per feature. On tpu the EmbeddingBagCollection is wrapped in
-torch_tpu.torchrec.fixed_shape.FixedShapeEmbeddingBagCollection (each feature padded to a 256-id bucket on the
-host) so every step runs the same programs; the KeyedJaggedTensors come from the CPU as a data loader makes them.
+The model is torchrec.models.dlrm.DLRM (small: 4 tables of 1000 rows x dim 16, one feature each, dense 13 ->
+[64, 16], over [64, 1], batches of 32 samples with 0..7 ids per feature; large: 8 tables of 10k rows x dim 64,
+batches of 512). On tpu the EmbeddingBagCollection is wrapped in
+torch_tpu.torchrec.fixed_shape.FixedShapeEmbeddingBagCollection (each feature padded to a bucket of batch x 8 ids
+on the host) so every step runs the same programs; tpu runs Strict, Fused and torch.compile(model) (Strict
+around it); the KeyedJaggedTensors come from the CPU as a data loader makes them.
 Each row: samples/s (median over the timed steps of forward, backward, SGD step, loss read back), the ratio to CPU,
 and the programs compiled during the timed steps (new to the process after warm-up; 0 means every step reused the
 warm-up's programs). CPU: the same model and batches with fbgemm's CPU kernels.
@@ -15,7 +17,7 @@ samples/s counts both ranks' samples (2 x BATCH per step, the slower rank's medi
 tpu Strict run of the same process above; "compiled after warm-up" is the larger of the two ranks'. The sharded
 runs take at least 4 warm-up steps (DDP rebuilds its buckets after the first iterations).
 
-    python benchmarks/dlrm.py [--steps 20] [--sharded table_wise,row_wise,column_wise]
+    python benchmarks/dlrm.py [--steps 20] [--size small|large] [--sharded table_wise,row_wise,column_wise]
 """
 import argparse
 import copy
@@ -37,7 +39,11 @@ from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
 
 from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection
 
-TABLES, ROWS, DIM, DENSE, BATCH, MAX_IDS, BUCKET = 4, 1000, 16, 13, 32, 8, 256
+# --size: (tables, rows, dim, dense features, batch, max ids per sample and feature); a feature's bucket holds
+# a whole batch of the most ids. The sharded ranks read the size from DLRM_SIZE, which main() sets.
+SIZES = {"small": (4, 1000, 16, 13, 32, 8), "large": (8, 10_000, 64, 13, 512, 8)}
+TABLES, ROWS, DIM, DENSE, BATCH, MAX_IDS = SIZES[os.environ.get("DLRM_SIZE", "small")]
+BUCKET = BATCH * MAX_IDS
 
 
 def make_model(device="cpu"):
@@ -145,11 +151,15 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--sharded", default="", help="comma-separated sharding types for 2-process runs")
+    parser.add_argument("--size", choices=sorted(SIZES), default=os.environ.get("DLRM_SIZE", "small"))
     parser.add_argument("--rank-of", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_of:
         sharding, rank, world, init, warmup, steps, out = args.rank_of
         return sharded_rank(sharding, int(rank), int(world), init, int(warmup), int(steps), out)
+    if args.size != os.environ.get("DLRM_SIZE", "small"):  # the sizes are read at import: start again with them
+        os.environ["DLRM_SIZE"] = args.size
+        os.execv(sys.executable, [sys.executable] + sys.argv)
     batches = make_batches(args.warmup + args.steps)
     base = make_model()
     cpu_times, _ = run(copy.deepcopy(base), batches, "cpu", args.warmup)
@@ -159,13 +169,15 @@ def main():
     print(f"{'run':<14}{'samples/s':>12}{'vs CPU':>9}{'compiled after warm-up':>25}")
     print(f"{'cpu torchrec':<14}{cpu_rate:>12.1f}{1.0:>9.2f}{'-':>25}")
     rates = {}
-    for mode in ["strict", "fused"]:
-        torch_tpu.set_eager_mode(mode)
+    for mode in ["strict", "fused", "compiled"]:
+        torch_tpu.set_eager_mode("strict" if mode == "compiled" else mode)
         model = copy.deepcopy(base)
         arch = model.sparse_arch
         arch.embedding_bag_collection = FixedShapeEmbeddingBagCollection(arch.embedding_bag_collection,
                                                                          [BUCKET] * TABLES)
         model.to("tpu")
+        if mode == "compiled":  # torch.compile(model): the dense and over arch as graphs, SGD in strict
+            model = torch.compile(model, backend="tpu")
         times, compiled = run(model, batches, "tpu", args.warmup)
         rate = BATCH / statistics.median(times)
         print(f"{'tpu ' + mode:<14}{rate:>12.1f}{rate / cpu_rate:>9.2f}{compiled:>25}", flush=True)

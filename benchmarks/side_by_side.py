@@ -33,8 +33,9 @@ last loss column shows whether an engine trained like CPU eager (same steps ever
 First step: wall time of the first step in a fresh process (compiles included) with empty compile caches
 (ours: TORCH_TPU_CACHE_DIR; jax: its persistent cache; Inductor/AOTAutograd caches too), then again in one
 more fresh process with the caches the first left (warm). TorchTPU has no persistent cache that we found:
-its warm number is a second cold start. "programs/step": ours: strict ops (one program each) or fused
-flushes, plus compiled-graph calls (torch.tpu.executor_stats / _fused_stats); TorchTPU: lookups of its
+its warm number is a second cold start. "programs/step": ours: strict ops (one program each), fused
+flushes (a fused graph or an op group: foreach, attention, a linear's backward) and compiled-graph calls
+(torch.tpu.executor_stats / _fused_stats); TorchTPU: lookups of its
 compilation cache (one per eager program launched, torch.tpu._get_cache_requests) plus calls of its compiled
 graphs (counted by wrapping TorchTpuCompiledExecutable.__call__); jax: one.
 
@@ -157,7 +158,8 @@ def _torch_step(stack, mode, dims):
         if stack == "ours":
             from torch_tpu import _C
             e, f = torch.tpu.executor_stats(), _C._fused_stats()
-            return {"ops": e["ops"], "flushes": f["flushes"], "graphs": e["compiled_graphs"],
+            return {"ops": e["ops"], "fused_ops": f["fused_ops"], "flushes": f["flushes"],
+                    "graphs": e["compiled_graphs"],
                     "compiles": e["compiles"], "compile_s": e["compile_seconds"]}
         if stack == "torchtpu":
             entries = torch.tpu._get_cache_stats().per_entry_stats
@@ -398,7 +400,8 @@ def measure_case(key, engines, args, plugins):
 def programs(engine, counters):
     stack, mode, _ = ENGINES[engine]
     if stack == "ours":
-        return (counters["flushes"] if mode == "fused" else counters["ops"]) + counters["graphs"]
+        # strict ops (one program each), fused graphs and op groups (one each), compiled-graph calls
+        return counters["ops"] - counters["fused_ops"] + counters["flushes"] + counters["graphs"]
     if stack == "torchtpu":
         return counters["lookups"] + counters["graphs"]
     return 1 if stack == "jax" else None

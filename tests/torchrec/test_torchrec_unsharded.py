@@ -527,7 +527,8 @@ def test_pad_kjt_row_blocks():
         pad_kjt(kjt, [2, 4], blocks)
 
 
-def test_fixed_shape_dlrm_compiles_once(mode):
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "torch_compile"])
+def test_fixed_shape_dlrm_compiles_once(mode, compiled):
     from torchrec.models.dlrm import DLRM
     from torch_tpu.torchrec.fixed_shape import FixedShapeEmbeddingBagCollection
 
@@ -546,10 +547,14 @@ def test_fixed_shape_dlrm_compiles_once(mode):
     batches = [(d.to("tpu"), kjt, y.to("tpu")) for (d, kjt, y) in _dlrm_batches("cpu", torch.float32)]
     compiles = []
     opt = torch.optim.SGD(tpu_model.parameters(), lr=0.1)
+    if compiled:
+        torch._dynamo.reset()
+    forward = torch.compile(tpu_model, backend="tpu") if compiled else tpu_model
+    graphs = torch.tpu.executor_stats()["compiled_graphs"]
     losses = []
     for dense, kjt, label in batches:
         opt.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(tpu_model(dense, kjt).squeeze(-1), label)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(forward(dense, kjt).squeeze(-1), label)
         loss.backward()
         opt.step()
         losses.append(loss.detach())
@@ -561,3 +566,5 @@ def test_fixed_shape_dlrm_compiles_once(mode):
     # Batches of different sizes, one shape each: nothing compiles after the first two steps (the second one
     # is the first with optimizer state and an accumulated gradient).
     assert compiles[2:] == [compiles[2]] * (len(compiles) - 2), compiles
+    if compiled:  # the dense arch, interaction and over arch ran as compiled graphs, forward and backward
+        assert torch.tpu.executor_stats()["compiled_graphs"] - graphs >= 2 * len(batches)

@@ -105,13 +105,18 @@ class FixedShapeEmbeddingBagCollection(torch.nn.Module):
         self._row_blocks = None
 
     def forward(self, features: KeyedJaggedTensor) -> KeyedTensor:
+        kt = self.ebc(self._padded(features))
+        return KeyedTensor(keys=kt.keys(), length_per_key=kt.length_per_key(),
+                           values=kt.values()[: features.stride()])
+
+    # Host work, as a data loader's: under torch.compile it runs as is (not traced: its sizes depend on the data),
+    # and the compiled graph receives the padded, fixed-size batch.
+    @torch._dynamo.disable
+    def _padded(self, features: KeyedJaggedTensor) -> KeyedJaggedTensor:
         device = self.device or next(self.ebc.parameters()).device
         if self._row_blocks is None:
             self._row_blocks = row_blocks(self.ebc)
-        padded = pad_kjt(features, self.bucket, self._row_blocks).to(device, non_blocking=True)
-        kt = self.ebc(padded)
-        return KeyedTensor(keys=kt.keys(), length_per_key=kt.length_per_key(),
-                           values=kt.values()[: features.stride()])
+        return pad_kjt(features, self.bucket, self._row_blocks).to(device, non_blocking=True)
 
     # What a model asks its EmbeddingBagCollection (DLRM: embedding_bag_configs()).
     def embedding_bag_configs(self):
