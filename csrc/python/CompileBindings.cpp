@@ -82,8 +82,9 @@ class ReplayPlan {
  public:
   struct Output {
     // kSame: the argument object itself (a saved input: autograd checks its version at backward).
-    enum Kind { kNew, kArg, kSame, kValue } kind = kValue;
-    int index = 0;  // result (kNew) or argument (kArg, kSame)
+    // kEmpty: a tensor of no elements, which no program writes: made anew (no allocation, no launch).
+    enum Kind { kNew, kArg, kSame, kValue, kEmpty } kind = kValue;
+    int index = 0;  // result (kNew), argument (kArg, kSame) or device index (kEmpty)
     c10::ScalarType dtype = at::kFloat;
     std::vector<int64_t> sizes, strides;
     int64_t offset = 0;
@@ -153,6 +154,12 @@ class ReplayPlan {
       }
       if (o.kind == Output::kSame) {
         outs[k] = args[o.index];
+        continue;
+      }
+      if (o.kind == Output::kEmpty) {
+        at::Tensor t = at::empty_strided(o.sizes, o.strides,
+                                         at::TensorOptions().dtype(o.dtype).device(c10::DeviceType::PrivateUse1, o.index));
+        outs[k] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
         continue;
       }
       const at::Tensor& from = o.kind == Output::kNew ? raw[o.index] : THPVariable_Unpack(args[o.index].ptr());
@@ -288,7 +295,7 @@ void registerCompileBindings(py::module& m) {
         return py::make_tuple(reinterpret_cast<uintptr_t>(g.exe.get()), py::tuple(params), py::tuple(results));
       });
   // outputs: per graph output ("new", result, (dtype, sizes, strides, offset)) |
-  // ("arg", argument, (...)) | ("same", argument) | ("value", v); see replay.py.
+  // ("arg", argument, (...)) | ("empty", device index, (...)) | ("same", argument) | ("value", v); see replay.py.
   py::class_<ReplayPlan>(m, "_ReplayPlan")
       .def(py::init([](std::shared_ptr<CapturedGraph> g, const py::list& args, std::vector<int> params,
                        std::vector<int> results, const py::list& outputs) {
@@ -303,7 +310,9 @@ void registerCompileBindings(py::module& m) {
             out.kind = ReplayPlan::Output::kSame;
             out.index = o[1].cast<int>();
           } else {
-            out.kind = kind == "new" ? ReplayPlan::Output::kNew : ReplayPlan::Output::kArg;
+            out.kind = kind == "new"     ? ReplayPlan::Output::kNew
+                       : kind == "empty" ? ReplayPlan::Output::kEmpty
+                                         : ReplayPlan::Output::kArg;
             out.index = o[1].cast<int>();
             py::tuple meta = o[2].cast<py::tuple>();
             if (!THPDtype_Check(meta[0].ptr())) throw std::invalid_argument("torch_tpu: replay plan: expected a dtype");

@@ -175,6 +175,24 @@ def test_replay_follows_new_values_and_in_place_updates(mode):
     assert _C._fused_stats()["replays"] == replays + 3  # every call after the first
 
 
+def test_graphs_with_empty_outputs_replay(mode):
+    # A split into pieces of which some have no elements (a jagged feature with no ids): no program writes them,
+    # a replay makes them anew.
+    def f(x):
+        a, b, c = (x * 2).split([3, 0, 2])
+        return a.sum(), b, c, x.new_zeros(0, 4)
+
+    compiled = torch.compile(f, backend="tpu")
+    replays = _C._fused_stats()["replays"]
+    for step in range(3):
+        x = _data(5, seed=step)
+        got, want = compiled(x.to("tpu")), f(x)
+        for g, w in zip(got, want):
+            assert g.device.type == "tpu" and g.shape == w.shape and g.dtype == w.dtype and g.stride() == w.stride()
+            assert_close(g, w)
+    assert _C._fused_stats()["replays"] == replays + 2  # every call after the first
+
+
 def test_replay_checks_storage_offsets(mode):
     # Two views with the same shape and strides at other offsets of one buffer: Dynamo's
     # guards accept both; the program read the first one's offset, so the second is traced.

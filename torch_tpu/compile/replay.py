@@ -133,6 +133,8 @@ def build_plan(graph, args, out):
                 used.add(new_results[addr])
             elif addr in arg_of:
                 outputs.append(("arg", arg_of[addr], meta))
+            elif o.numel() == 0:  # no elements, so no program writes it (a jagged feature's empty slice)
+                outputs.append(("empty", o.device.index or 0, meta))
             else:
                 return None  # an output the program did not write
         elif o is None or isinstance(o, (int, float, bool)):
