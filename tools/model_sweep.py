@@ -120,7 +120,7 @@ def _run_class(model_type, cls_name, task, modes, record, save):
     try:
         cfg = auto_zoo.tiny_config(model_type)
         torch.manual_seed(0)
-        initial = getattr(transformers, cls_name)(cfg).eval()
+        initial = auto_zoo.model_class(model_type, cls_name)(cfg).eval()
     except Exception as e:  # noqa: BLE001
         rec.update(status=NOT_BUILDABLE, reason="build: " + _first_line(e))
         return
@@ -333,7 +333,7 @@ from model_sweep import _train_forward, _reinit_zero_routers
 
 cfg = auto_zoo.tiny_config({type!r})
 torch.manual_seed(0)
-model = transformers.{cls}(cfg).eval()
+model = auto_zoo.model_class({type!r}, {cls!r})(cfg).eval()
 _reinit_zero_routers(model)
 inputs = auto_zoo.make_inputs(type(model), cfg, {task!r}, seed={seed})
 cpu = _train_forward(copy.deepcopy(model), inputs)

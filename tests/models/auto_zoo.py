@@ -22,6 +22,8 @@ import torch
 import transformers
 from transformers.models.auto import configuration_auto, modeling_auto
 
+import auto_inputs
+
 VOCAB = 99
 HIDDEN = 32
 HEADS_N = 4
@@ -83,7 +85,7 @@ _EXPERT_KEYS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num
                 "n_experts"}
 _TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_topk", "moe_top_k", "num_selected_experts",
               "num_experts_per_token"}
-_HEAD_DIM_KEYS = {"head_dim", "d_kv", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
+_HEAD_DIM_KEYS = {"head_dim", "d_kv", "d_head", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size"}
 _POS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length",
              "n_ctx", "max_seq_length"}
@@ -106,6 +108,13 @@ OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
     "bamba": dict(attn_layer_indices=[1]),
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
+    # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
+    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
+    "moshi": dict(ffn_dim=FFN + 1),
+    "moshi_depth": dict(ffn_dim=FFN + 1),
+    # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
+    "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
 }
 
 
@@ -151,6 +160,9 @@ def shrink(d):
             continue
         if v is None and k in _TOPK_KEYS and has_experts:  # an MoE config that leaves top-k unset
             out[k] = TOPK
+            continue
+        if v is None and k in _KV_KEYS and isinstance(d.get("num_attention_heads"), int):
+            out[k] = min(d["num_attention_heads"], HEADS_N)  # unset key/value heads: multi-head attention
             continue
         if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
             out[k] = v
@@ -211,11 +223,18 @@ def shrink(d):
     # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size.
     if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
         out["head_dim"] = out["qk_rope_head_dim"]
-    # Mamba-2 heads: n_heads x d_head = expand x hidden.
+    # Mamba-2 heads: n_heads x d_head = expand x hidden (or the explicit SSM size, made that again).
     if isinstance(out.get("mamba_n_heads"), int) and isinstance(out.get("hidden_size"), int):
         out["mamba_n_heads"] = min(out["mamba_n_heads"], HEADS_N)
+        if isinstance(out.get("mamba_d_ssm"), int):
+            out["mamba_d_ssm"] = out.get("mamba_expand", 2) * out["hidden_size"]
         if isinstance(out.get("mamba_d_head"), int):
             out["mamba_d_head"] = out.get("mamba_expand", 2) * out["hidden_size"] // out["mamba_n_heads"]
+    # Plain Mamba-2 configs (num_heads, head_dim, expand, state_size): the same identity, groups dividing heads.
+    if all(isinstance(out.get(k), int) for k in ("num_heads", "head_dim", "expand", "state_size", "hidden_size")):
+        out["head_dim"] = out["expand"] * out["hidden_size"] // out["num_heads"]
+        if isinstance(out.get("n_groups"), int) and out["num_heads"] % out["n_groups"]:
+            out["n_groups"] = 1
     # Multimodal rotary sections must sum to half the (new) head size.
     for holder in (out, out.get("rope_parameters"), out.get("rope_scaling")):
         if isinstance(holder, dict) and isinstance(holder.get("mrope_section"), list) and holder["mrope_section"]:
@@ -294,20 +313,36 @@ def tiny_config(model_type):
     return cfg
 
 
-def _model_of_config(model_type):
-    """The model class of the type's own modeling module whose config_class is the type's config (shortest
-    name wins), for sub-configs the auto mappings do not list."""
+def _modeling_module(model_type):
     import importlib
     cfg_cls = transformers.CONFIG_MAPPING[model_type]
-    module = cfg_cls.__module__.replace(".configuration_", ".modeling_")
     try:
-        mod = importlib.import_module(module)
+        return importlib.import_module(cfg_cls.__module__.replace(".configuration_", ".modeling_"))
     except Exception:  # noqa: BLE001
         return None
+
+
+def _model_of_config(model_type):
+    """The model class of the type's own modeling module whose config_class is the type's config (shortest
+    name wins; exported from transformers first), for sub-configs the auto mappings do not list."""
+    cfg_cls = transformers.CONFIG_MAPPING[model_type]
+    mod = _modeling_module(model_type)
+    if mod is None:
+        return None
     names = [n for n, c in vars(mod).items() if isinstance(c, type) and getattr(c, "config_class", None) is cfg_cls
-             and issubclass(c, transformers.PreTrainedModel) and hasattr(transformers, n)
-             and not n.endswith("PreTrainedModel")]
-    return min(names, key=len) if names else None
+             and issubclass(c, transformers.PreTrainedModel) and not n.endswith("PreTrainedModel")]
+    return min(names, key=lambda n: (not hasattr(transformers, n), len(n))) if names else None
+
+
+def model_class(model_type, name):
+    """The class `name`: exported from transformers, or else from the type's own modeling module (vision/audio
+    towers of multimodal models that transformers does not export)."""
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        cls = getattr(_modeling_module(model_type), name, None)
+    if cls is None:
+        raise AttributeError(f"no class {name} for {model_type}")
+    return cls
 
 
 def classes(model_type):
@@ -319,6 +354,8 @@ def classes(model_type):
         base = configuration_auto.CONFIG_MAPPING_NAMES[model_type].replace("Config", "Model")
         if not hasattr(transformers, base):
             base = _model_of_config(model_type) or base
+        if not hasattr(transformers, base) and getattr(_modeling_module(model_type), base, None) is not None:
+            return base, None
     head = None
     for task, mapping in HEADS:
         name = getattr(modeling_auto, mapping).get(model_type)
@@ -344,16 +381,7 @@ def _vocab(cfg):
     return VOCAB
 
 
-def _get(cfg, *keys, default=None):
-    for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None),
-              getattr(cfg, "encoder", None)):
-        if c is None:
-            continue
-        for k in keys:
-            v = getattr(c, k, None)
-            if v is not None:
-                return v
-    return default
+_get = auto_inputs.get
 
 
 def _image_tokens(cfg):
@@ -386,22 +414,32 @@ def make_inputs(model_class, cfg, task, seed):
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
             inputs = dict(input_values=torch.randn(BATCH, _get(cfg, "max_length"), mel, generator=g))
         else:
-            inputs = dict(input_values=torch.randn(BATCH, AUDIO_SAMPLES, generator=g))
+            inputs = dict(input_values=auto_inputs.audio_values(cfg, g, model_class))
     elif name == "input_features":
-        mel = _get(cfg, "num_mel_bins")
-        src = _get(cfg, "max_source_positions")
-        if mel and src:  # Whisper-like: mel x 2 * max_source_positions
-            inputs = dict(input_features=torch.randn(BATCH, mel, 2 * src, generator=g))
-        else:
-            feat = _get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "input_dim", default=80)
-            inputs = dict(input_features=torch.randn(BATCH, 20, feat, generator=g))
-            if "attention_mask" in params:
-                inputs["attention_mask"] = torch.ones(BATCH, 20, dtype=torch.long)
+        inputs = dict(input_features=auto_inputs.audio_features(cfg, g, model_class))
+        if "attention_mask" in params and inputs["input_features"].shape[1] != _get(cfg, "num_mel_bins"):
+            inputs["attention_mask"] = torch.ones(BATCH, inputs["input_features"].shape[1], dtype=torch.long)
         if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
             inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
     elif name == "inputs_embeds":
         inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
-    else:
+    elif name == "pixel_values_videos":
+        inputs = dict(pixel_values_videos=auto_inputs.video(cfg, g))
+    elif not (isinstance(name, str) and name in auto_inputs.required(model_class)):
+        raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
+    # Required forward arguments the main input does not cover (grid_thw, a second modality, masks...).
+    req = auto_inputs.required(model_class)
+    if "pixel_values" in inputs and "pixel_values" not in params and "hidden_states" in req \
+            and not any(n in req for n in ("grid_thw", "image_grid_thw")):
+        inputs["hidden_states"] = inputs.pop("pixel_values")  # a backbone that names its image hidden_states
+    if name == "input_ids" and "input_ids" not in params and any(n not in inputs for n in req):
+        inputs = {}  # forward takes no input_ids (a tower whose main_input_name is the default)
+    had_pixels = "pixel_values" in inputs
+    auto_inputs.fill_required(model_class, cfg, inputs, g, hi)
+    if had_pixels and "pixel_values" not in params and "hidden_states" in inputs:
+        inputs.pop("pixel_values")  # a Qwen-style tower takes its patches as hidden_states
+    if isinstance(name, str) and name not in inputs and name in params \
+            and not (name == "pixel_values" and "hidden_states" in inputs):
         raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
     # Two-tower models (CLIP-like: a text and a vision/audio config): both towers' inputs. Vision-language
     # decoders (an image token id in the config) run text-only: their image features need matching tokens.
