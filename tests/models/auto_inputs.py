@@ -118,10 +118,18 @@ def required(model_class):
             and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def fill_required(model_class, cfg, inputs, g, hi=VOCAB):
-    """Add the required forward arguments `inputs` lacks (in place); returns inputs."""
+def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
+    """Add the required forward arguments `inputs` lacks, and those named in `extra` (the main input where
+    make_inputs has no rule for it), in place; returns inputs."""
     params = inspect.signature(model_class.forward).parameters
-    need = [n for n in required(model_class) if n not in inputs]
+    need = [n for n in list(extra) + required(model_class) if n not in inputs]
+    need = list(dict.fromkeys(need))
+    if "states" in need and "actions" in params:  # Decision Transformer: a trajectory
+        sd, ad = _int(get(cfg, "state_dim"), 4), _int(get(cfg, "act_dim"), 2)
+        inputs.update(states=torch.randn(BATCH, SEQ, sd, generator=g), actions=torch.randn(BATCH, SEQ, ad, generator=g),
+                      rewards=torch.randn(BATCH, SEQ, 1, generator=g),
+                      returns_to_go=torch.randn(BATCH, SEQ, 1, generator=g),
+                      timesteps=torch.arange(SEQ).repeat(BATCH, 1), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long))
     grid_name = next((n for n in ("grid_thw", "image_grid_thw") if n in need), None)
     if grid_name:
         # The pixels go in as `hidden_states` or `pixel_values`, whichever forward names (replacing a 4-D image).
@@ -140,7 +148,7 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB):
         if "pixel_attention_mask" in params:
             inputs["pixel_attention_mask"] = torch.ones(BATCH, side * side, dtype=torch.long)
         need = [n for n in need if n not in inputs]
-    for n in sorted(need, key=lambda n: n != "hidden_states"):
+    for n in sorted(need, key=lambda n: (n != "hidden_states", n != "past_values")):
         if n == "pixel_values":
             inputs[n] = image(cfg, g)
         elif n == "pixel_values_videos":
@@ -160,6 +168,28 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB):
             inputs[n] = torch.randint(3, hi, (BATCH, SEQ), generator=g)
         elif n.endswith("attention_mask") and n.replace("attention_mask", "input_ids") in inputs:
             inputs[n] = torch.ones_like(inputs[n.replace("attention_mask", "input_ids")])
+        elif n == "spectrogram":  # HiFi-GAN vocoders: (batch, frames, model_in_dim)
+            inputs[n] = torch.randn(BATCH, SEQ, _int(get(cfg, "model_in_dim", "num_mel_bins"), 80), generator=g)
+        elif n == "past_values":  # time series: (batch, context, channels), or (batch, context) univariate
+            ctx = _int(get(cfg, "context_length", "context_len"), 32)
+            ch = _int(get(cfg, "num_input_channels"), None)
+            inputs[n] = torch.randn(*((BATCH, ctx, ch) if ch else (BATCH, ctx)), generator=g)
+        elif n == "past_values_padding" and "past_values" in inputs:  # nothing padded
+            inputs[n] = torch.zeros(inputs["past_values"].shape[:2])
+        elif n == "freq":  # TimesFM's frequency class (0: high)
+            inputs[n] = torch.zeros(BATCH, 1, dtype=torch.long)
+        elif n == "flattened_patches":  # Pix2Struct: (row, column, patch pixels) per patch, rows/columns from 1
+            side = 4
+            idx = torch.arange(side * side)
+            rc = torch.stack([idx // side + 1, idx % side + 1], -1).float().expand(BATCH, -1, -1)
+            dim = _int(get(cfg, "patch_embed_hidden_size"), channels(cfg) * PATCH * PATCH)
+            inputs[n] = torch.cat([rc, torch.randn(BATCH, side * side, dim, generator=g)], -1)
+            if "attention_mask" in params:
+                inputs["attention_mask"] = torch.ones(BATCH, side * side)
+        elif n == "audio_mel":  # Gemma-3n audio: (batch, frames, features) and its padding mask (all valid)
+            inputs[n] = torch.randn(BATCH, 32, _int(get(cfg, "input_feat_size", "num_mel_bins"), 128), generator=g)
+            if "audio_mel_mask" in params:
+                inputs["audio_mel_mask"] = torch.zeros(BATCH, 32, dtype=torch.bool)
         elif n == "hidden_states":
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):

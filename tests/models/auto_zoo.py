@@ -425,8 +425,8 @@ def make_inputs(model_class, cfg, task, seed):
         inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
     elif name == "pixel_values_videos":
         inputs = dict(pixel_values_videos=auto_inputs.video(cfg, g))
-    elif not (isinstance(name, str) and name in auto_inputs.required(model_class)):
-        raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
+    elif isinstance(name, str):
+        auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=[name])
     # Required forward arguments the main input does not cover (grid_thw, a second modality, masks...).
     req = auto_inputs.required(model_class)
     if "pixel_values" in inputs and "pixel_values" not in params and "hidden_states" in req \
@@ -457,6 +457,9 @@ def make_inputs(model_class, cfg, task, seed):
         size = size[0] if isinstance(size, (list, tuple)) else size
         inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
                                              generator=g)
+    if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
+            and "decoder_input_ids" not in inputs and not (LABELS.get(task) and "labels" in params):
+        inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)  # an encoder-decoder fed something else
     if "return_loss" in params and len(inputs) > 1:
         inputs["return_loss"] = True
     kind = LABELS.get(task)
