@@ -56,9 +56,12 @@ def image(cfg, g, batch=BATCH):
     return torch.randn(batch, channels(cfg), size, size, generator=g)
 
 
-def video(cfg, g):
+def video(cfg, g, frames=None):
+    """(batch, frames, channels, size, size): the config's frame count (whole tubelets), or `frames` (image pairs)."""
     size = _int(get(cfg, "image_size", "crop_size", "img_size"), IMAGE)
     size = size if size <= 64 else IMAGE
+    if frames:
+        return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
     frames = _int(get(cfg, "num_frames", "frames_per_clip"), 2)
     tubelet = _int(get(cfg, "tubelet_size"), 1)
     frames = max(tubelet, min(frames, 16) // tubelet * tubelet)
@@ -79,6 +82,19 @@ def doc_shape(model_class, name):
     """The dimension names forward's docstring gives `name` ("(batch_size, 1, time_steps)" -> 3 names), or None."""
     m = re.search(rf"{name} \(`[^`]*` of shape `\(([^`]*)\)`", model_class.forward.__doc__ or "")
     return [x.strip() for x in m.group(1).split(",")] if m else None
+
+
+def bbox(model_class, g, seq):
+    """Boxes for layout models, (batch, seq, 4 or the documented width): corners sorted so x0 <= x1, y0 <= y1,
+    integer coordinates in [0, 1000) (normalised floats where the docstring says FloatTensor)."""
+    doc = model_class.forward.__doc__ or ""
+    dims = doc_shape(model_class, "bbox")
+    width = int(dims[-1]) if dims and dims[-1].isdigit() else 4
+    pts = torch.randint(0, 1000, (BATCH, seq, width // 2, 2), generator=g)
+    lo, hi = pts.min(2).values, pts.max(2).values
+    box = torch.cat([lo, hi], -1) if width == 4 else pts.sort(2).values.flatten(2)
+    m = re.search(r"bbox \(`([^`]*)`", doc)
+    return box.float() / 1000 if m and "Float" in m.group(1) else box
 
 
 def audio_values(cfg, g, model_class=None):

@@ -119,7 +119,7 @@ OVERRIDES = {
 
 
 def _shrink_list(key, v, old_layers, new_layers):
-    if not v or not all(isinstance(x, (int, str, bool, list, type(None))) for x in v):
+    if not v or not all(isinstance(x, (int, float, str, bool, list, type(None))) for x in v):
         return v
     ints = all(isinstance(x, int) and not isinstance(x, bool) for x in v)
     if key in _STAGE_HIDDEN_LIST_KEYS and ints:
@@ -345,6 +345,15 @@ def model_class(model_type, name):
     return cls
 
 
+def config_for(cls, cfg):
+    """The config `cls` takes: `cfg`, or its sub-config of the class's config_class (MusicgenForCausalLM, listed
+    for musicgen, takes the decoder's config)."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(cfg, want):
+        return cfg
+    return next((v for v in vars(cfg).values() if isinstance(v, want)), cfg)
+
+
 def classes(model_type):
     """(base model class name or None, (head task, head class name) or None)."""
     base = modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
@@ -395,8 +404,11 @@ def make_inputs(model_class, cfg, task, seed):
     params = inspect.signature(model_class.forward).parameters
     hi = min(_vocab(cfg), VOCAB)
     inputs = {}
+    codebooks = None
     if name == "input_ids":
-        ids = _ids(g, (BATCH, SEQ), 3, hi)
+        dims = auto_inputs.doc_shape(model_class, "input_ids")
+        codebooks = _get(cfg, "num_codebooks") if dims and "num_codebooks" in dims[0] else None
+        ids = _ids(g, (BATCH * codebooks if isinstance(codebooks, int) else BATCH, SEQ), 3, hi)  # MusicGen
         inputs = dict(input_ids=ids)
         if "attention_mask" in params:
             inputs["attention_mask"] = torch.ones_like(ids)
@@ -409,6 +421,9 @@ def make_inputs(model_class, cfg, task, seed):
             size = size[0]
         size = size if isinstance(size, int) and size <= 64 else IMAGE
         inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, size, size, generator=g))
+        dims = auto_inputs.doc_shape(model_class, "pixel_values")
+        if dims and len(dims) == 5:  # videos, or image pairs (keypoint matchers): (batch, frames, C, H, W)
+            inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
     elif name == "input_values":
         mel = _get(cfg, "num_mel_bins")
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
@@ -457,6 +472,8 @@ def make_inputs(model_class, cfg, task, seed):
         size = size[0] if isinstance(size, (list, tuple)) else size
         inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
                                              generator=g)
+    if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
+        inputs["bbox"] = auto_inputs.bbox(model_class, g, inputs["input_ids"].shape[1])
     if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
             and "decoder_input_ids" not in inputs and not (LABELS.get(task) and "labels" in params):
         inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)  # an encoder-decoder fed something else
@@ -466,6 +483,8 @@ def make_inputs(model_class, cfg, task, seed):
     if kind and "labels" in params:
         if kind == "ids":
             inputs["labels"] = inputs["input_ids"].clone() if "input_ids" in inputs else None
+            if name == "input_ids" and isinstance(codebooks, int):  # (batch, seq, codebooks)
+                inputs["labels"] = inputs["labels"].view(BATCH, codebooks, -1).transpose(1, 2)
         elif kind == "masked":
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]
