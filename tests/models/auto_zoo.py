@@ -115,6 +115,10 @@ OVERRIDES = {
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
     "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
+    # Grouped 1x1 convolutions: the feed-forward size must divide by intermediate_groups (4).
+    "squeezebert": dict(intermediate_size=FFN_MOE),
+    # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
+    "step3p5": dict(sliding_window=4),
 }
 
 
@@ -216,6 +220,10 @@ def shrink(d):
         heads = out.get("num_attention_heads")
         if isinstance(heads, int) and heads:
             out["head_dim"] = max(1, out["hidden_size"] // heads) if out["head_dim"] else out["head_dim"]
+    # Depthwise group counts tied to the hidden size (Mimi's upsample_groups = hidden_size): the new size.
+    for k in [k for k in out if k.endswith("_groups") and isinstance(d.get(k), int) and not isinstance(d[k], bool)]:
+        if isinstance(d.get("hidden_size"), int) and d[k] == d["hidden_size"] > 1:
+            out[k] = out["hidden_size"]
     # Backbone stage selections name the old stages: let the config derive them from the new depth.
     for k in ("out_features", "out_indices"):
         if out.get(k) is not None and isinstance(out[k], list):
@@ -310,6 +318,12 @@ def tiny_config(model_type):
     d.pop("model_type", None)
     cfg = cls(**d)
     cfg._attn_implementation = "eager"
+    # Sliding-window layers with no window set (Step-3.7's defaults derive the layer kinds after init): a window
+    # shorter than the inputs.
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        if c is not None and "sliding_attention" in (getattr(c, "layer_types", None) or []) \
+                and getattr(c, "sliding_window", 0) is None:
+            c.sliding_window = 4
     return cfg
 
 
@@ -417,10 +431,15 @@ def make_inputs(model_class, cfg, task, seed):
     elif name == "pixel_values":
         ch = _get(cfg, "num_channels", default=3)
         size = _get(cfg, "image_size", default=IMAGE)
+        hw = None
         if isinstance(size, (list, tuple)):
+            # A small non-square size (MGP-STR's 32 x 128) is kept as is; otherwise square.
+            if len(size) == 2 and size[0] != size[1] and all(isinstance(x, int) for x in size) and max(size) <= 128:
+                hw = tuple(size)
             size = size[0]
         size = size if isinstance(size, int) and size <= 64 else IMAGE
-        inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, size, size, generator=g))
+        inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, *(hw or (size, size)),
+                                               generator=g))
         dims = auto_inputs.doc_shape(model_class, "pixel_values")
         if dims and len(dims) == 5:  # videos, or image pairs (keypoint matchers): (batch, frames, C, H, W)
             inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
