@@ -13,6 +13,12 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
   per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
 `OVERRIDES` holds the few types where a generic rule cannot work.
+
+Inputs: the main input by name (input_ids, pixel_values, input_values, input_features, inputs_embeds,
+pixel_values_videos), then every *required* forward argument synthesized by name and from the config
+(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, ...). Classes
+transformers does not export (vision/audio towers of multimodal models) come from the type's modeling module
+(`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
 """
 import functools
 import inspect
@@ -67,7 +73,7 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "vision_hidden_size", "audio_hidden_size", "projection_size", "proj_dim", "d_inner_hidden",
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
-                "projector_hidden_size", "text_embed_dim", "vision_embed_dim"}
+                "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
@@ -224,9 +230,20 @@ def shrink(d):
     for k in [k for k in out if k.endswith("_groups") and isinstance(d.get(k), int) and not isinstance(d[k], bool)]:
         if isinstance(d.get("hidden_size"), int) and d[k] == d["hidden_size"] > 1:
             out[k] = out["hidden_size"]
-    # Backbone stage selections name the old stages: let the config derive them from the new depth.
+    # Backbone stage selections name the old stages: let the config derive them from the new depth. A layer-based
+    # backbone (ViT-like: no per-stage depths) that feeds several layers to a neck (DPT, Depth Anything: one neck
+    # size per index) keeps as many: the last ones, with at least that many layers.
+    kept = None
+    for key in ("out_indices", "backbone_out_indices"):
+        idx = out.get(key)
+        if isinstance(idx, list) and len(idx) > 1 and all(isinstance(i, int) for i in idx) and "depths" not in out \
+                and isinstance(out.get("num_hidden_layers"), int) and old_layers:
+            n, layers = len(idx), max(out["num_hidden_layers"], len(idx))
+            out.update({"num_hidden_layers": layers, key: list(range(layers - n + 1, layers + 1))})
+            out["out_features"] = None if "out_features" in out else out.get("out_features")
+            kept = key
     for k in ("out_features", "out_indices"):
-        if out.get(k) is not None and isinstance(out[k], list):
+        if out.get(k) is not None and isinstance(out[k], list) and k != kept:
             out[k] = None
     # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size.
     if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
