@@ -206,6 +206,9 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             inputs[n] = torch.randn(BATCH, 32, _int(get(cfg, "input_feat_size", "num_mel_bins"), 128), generator=g)
             if "audio_mel_mask" in params:
                 inputs["audio_mel_mask"] = torch.zeros(BATCH, 32, dtype=torch.bool)
+        elif n == "visual_feats":  # LXMERT: region features and their boxes
+            inputs[n] = torch.randn(BATCH, 5, _int(get(cfg, "visual_feat_dim"), 32), generator=g)
+            inputs["visual_pos"] = torch.rand(BATCH, 5, _int(get(cfg, "visual_pos_dim"), 4), generator=g)
         elif n == "hidden_states":
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):

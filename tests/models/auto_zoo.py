@@ -73,11 +73,13 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "vision_hidden_size", "audio_hidden_size", "projection_size", "proj_dim", "d_inner_hidden",
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
-                "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size"}
+                "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size",
+                "attention_hidden_size", "visual_feat_dim"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
-               "encoder_num_hidden_layers", "num_adapter_layers", "cross_attention_layers"}
+               "encoder_num_hidden_layers", "num_adapter_layers", "cross_attention_layers",
+               "l_layers", "x_layers", "r_layers"}
 _HEAD_KEYS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
               "n_heads", "decoder_num_attention_heads", "encoder_num_attention_heads", "num_query_heads",
               "attention_heads"}
@@ -89,7 +91,7 @@ _FFN_KEYS = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim
              "encoder_ffn_size", "d_inner", "expert_intermediate_size", "ffn_hidden_size", "mlp_hidden_size"}
 _EXPERT_KEYS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
                 "n_experts"}
-_TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_topk", "moe_top_k", "num_selected_experts",
+_TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_k", "moe_topk", "moe_top_k", "num_selected_experts",
               "num_experts_per_token"}
 _HEAD_DIM_KEYS = {"head_dim", "d_kv", "d_head", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size"}
@@ -508,6 +510,8 @@ def make_inputs(model_class, cfg, task, seed):
         size = size[0] if isinstance(size, (list, tuple)) else size
         inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
                                              generator=g)
+    if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional
+        auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["visual_feats"])
     if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
         inputs["bbox"] = auto_inputs.bbox(model_class, g, inputs["input_ids"].shape[1])
     if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
