@@ -118,9 +118,10 @@ def _run_class(model_type, cls_name, task, modes, record, save):
     rec = record.setdefault("classes", {}).setdefault(cls_name, {"task": task, "modes": {}, "notes": []})
     save()
     try:
-        cfg = auto_zoo.tiny_config(model_type)
+        cls = auto_zoo.model_class(model_type, cls_name)
+        cfg = auto_zoo.config_for(cls, auto_zoo.tiny_config(model_type))
         torch.manual_seed(0)
-        initial = getattr(transformers, cls_name)(cfg).eval()
+        initial = cls(cfg).eval()
     except Exception as e:  # noqa: BLE001
         rec.update(status=NOT_BUILDABLE, reason="build: " + _first_line(e))
         return
@@ -331,9 +332,10 @@ from test_models_hf import compare, _float64, _float64_model
 sys.path.insert(0, {tools!r})
 from model_sweep import _train_forward, _reinit_zero_routers
 
-cfg = auto_zoo.tiny_config({type!r})
+cls = auto_zoo.model_class({type!r}, {cls!r})
+cfg = auto_zoo.config_for(cls, auto_zoo.tiny_config({type!r}))
 torch.manual_seed(0)
-model = transformers.{cls}(cfg).eval()
+model = cls(cfg).eval()
 _reinit_zero_routers(model)
 inputs = auto_zoo.make_inputs(type(model), cfg, {task!r}, seed={seed})
 cpu = _train_forward(copy.deepcopy(model), inputs)

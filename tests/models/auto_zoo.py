@@ -13,6 +13,12 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
   per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
 `OVERRIDES` holds the few types where a generic rule cannot work.
+
+Inputs: the main input by name (input_ids, pixel_values, input_values, input_features, inputs_embeds,
+pixel_values_videos), then every *required* forward argument synthesized by name and from the config
+(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, ...). Classes
+transformers does not export (vision/audio towers of multimodal models) come from the type's modeling module
+(`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
 """
 import functools
 import inspect
@@ -21,6 +27,8 @@ import torch
 
 import transformers
 from transformers.models.auto import configuration_auto, modeling_auto
+
+import auto_inputs
 
 VOCAB = 99
 HIDDEN = 32
@@ -65,11 +73,13 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "vision_hidden_size", "audio_hidden_size", "projection_size", "proj_dim", "d_inner_hidden",
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
-                "projector_hidden_size", "text_embed_dim", "vision_embed_dim"}
+                "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size",
+                "attention_hidden_size", "visual_feat_dim"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
-               "encoder_num_hidden_layers", "num_adapter_layers", "cross_attention_layers"}
+               "encoder_num_hidden_layers", "num_adapter_layers", "cross_attention_layers",
+               "l_layers", "x_layers", "r_layers"}
 _HEAD_KEYS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
               "n_heads", "decoder_num_attention_heads", "encoder_num_attention_heads", "num_query_heads",
               "attention_heads"}
@@ -81,9 +91,9 @@ _FFN_KEYS = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim
              "encoder_ffn_size", "d_inner", "expert_intermediate_size", "ffn_hidden_size", "mlp_hidden_size"}
 _EXPERT_KEYS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
                 "n_experts"}
-_TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_topk", "moe_top_k", "num_selected_experts",
+_TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_k", "moe_topk", "moe_top_k", "num_selected_experts",
               "num_experts_per_token"}
-_HEAD_DIM_KEYS = {"head_dim", "d_kv", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
+_HEAD_DIM_KEYS = {"head_dim", "d_kv", "d_head", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
                   "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size"}
 _POS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length",
              "n_ctx", "max_seq_length"}
@@ -106,11 +116,22 @@ OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
     "bamba": dict(attn_layer_indices=[1]),
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
+    # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
+    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
+    "moshi": dict(ffn_dim=FFN + 1),
+    "moshi_depth": dict(ffn_dim=FFN + 1),
+    # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
+    "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
+    "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
+    # Grouped 1x1 convolutions: the feed-forward size must divide by intermediate_groups (4).
+    "squeezebert": dict(intermediate_size=FFN_MOE),
+    # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
+    "step3p5": dict(sliding_window=4),
 }
 
 
 def _shrink_list(key, v, old_layers, new_layers):
-    if not v or not all(isinstance(x, (int, str, bool, list, type(None))) for x in v):
+    if not v or not all(isinstance(x, (int, float, str, bool, list, type(None))) for x in v):
         return v
     ints = all(isinstance(x, int) and not isinstance(x, bool) for x in v)
     if key in _STAGE_HIDDEN_LIST_KEYS and ints:
@@ -151,6 +172,9 @@ def shrink(d):
             continue
         if v is None and k in _TOPK_KEYS and has_experts:  # an MoE config that leaves top-k unset
             out[k] = TOPK
+            continue
+        if v is None and k in _KV_KEYS and isinstance(d.get("num_attention_heads"), int):
+            out[k] = min(d["num_attention_heads"], HEADS_N)  # unset key/value heads: multi-head attention
             continue
         if isinstance(v, bool) or not isinstance(v, (int, list, tuple)):
             out[k] = v
@@ -204,18 +228,40 @@ def shrink(d):
         heads = out.get("num_attention_heads")
         if isinstance(heads, int) and heads:
             out["head_dim"] = max(1, out["hidden_size"] // heads) if out["head_dim"] else out["head_dim"]
-    # Backbone stage selections name the old stages: let the config derive them from the new depth.
+    # Depthwise group counts tied to the hidden size (Mimi's upsample_groups = hidden_size): the new size.
+    for k in [k for k in out if k.endswith("_groups") and isinstance(d.get(k), int) and not isinstance(d[k], bool)]:
+        if isinstance(d.get("hidden_size"), int) and d[k] == d["hidden_size"] > 1:
+            out[k] = out["hidden_size"]
+    # Backbone stage selections name the old stages: let the config derive them from the new depth. A layer-based
+    # backbone (ViT-like: no per-stage depths) that feeds several layers to a neck (DPT, Depth Anything: one neck
+    # size per index) keeps as many: the last ones, with at least that many layers.
+    kept = None
+    for key in ("out_indices", "backbone_out_indices"):
+        idx = out.get(key)
+        if isinstance(idx, list) and len(idx) > 1 and all(isinstance(i, int) for i in idx) and "depths" not in out \
+                and isinstance(out.get("num_hidden_layers"), int) and old_layers:
+            n, layers = len(idx), max(out["num_hidden_layers"], len(idx))
+            out.update({"num_hidden_layers": layers, key: list(range(layers - n + 1, layers + 1))})
+            out["out_features"] = None if "out_features" in out else out.get("out_features")
+            kept = key
     for k in ("out_features", "out_indices"):
-        if out.get(k) is not None and isinstance(out[k], list):
+        if out.get(k) is not None and isinstance(out[k], list) and k != kept:
             out[k] = None
     # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size.
     if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
         out["head_dim"] = out["qk_rope_head_dim"]
-    # Mamba-2 heads: n_heads x d_head = expand x hidden.
+    # Mamba-2 heads: n_heads x d_head = expand x hidden (or the explicit SSM size, made that again).
     if isinstance(out.get("mamba_n_heads"), int) and isinstance(out.get("hidden_size"), int):
         out["mamba_n_heads"] = min(out["mamba_n_heads"], HEADS_N)
+        if isinstance(out.get("mamba_d_ssm"), int):
+            out["mamba_d_ssm"] = out.get("mamba_expand", 2) * out["hidden_size"]
         if isinstance(out.get("mamba_d_head"), int):
             out["mamba_d_head"] = out.get("mamba_expand", 2) * out["hidden_size"] // out["mamba_n_heads"]
+    # Plain Mamba-2 configs (num_heads, head_dim, expand, state_size): the same identity, groups dividing heads.
+    if all(isinstance(out.get(k), int) for k in ("num_heads", "head_dim", "expand", "state_size", "hidden_size")):
+        out["head_dim"] = out["expand"] * out["hidden_size"] // out["num_heads"]
+        if isinstance(out.get("n_groups"), int) and out["num_heads"] % out["n_groups"]:
+            out["n_groups"] = 1
     # Multimodal rotary sections must sum to half the (new) head size.
     for holder in (out, out.get("rope_parameters"), out.get("rope_scaling")):
         if isinstance(holder, dict) and isinstance(holder.get("mrope_section"), list) and holder["mrope_section"]:
@@ -291,23 +337,54 @@ def tiny_config(model_type):
     d.pop("model_type", None)
     cfg = cls(**d)
     cfg._attn_implementation = "eager"
+    # Sliding-window layers with no window set (Step-3.7's defaults derive the layer kinds after init): a window
+    # shorter than the inputs.
+    for c in (cfg, getattr(cfg, "text_config", None)):
+        if c is not None and "sliding_attention" in (getattr(c, "layer_types", None) or []) \
+                and getattr(c, "sliding_window", 0) is None:
+            c.sliding_window = 4
     return cfg
+
+
+def _modeling_module(model_type):
+    import importlib
+    cfg_cls = transformers.CONFIG_MAPPING[model_type]
+    try:
+        return importlib.import_module(cfg_cls.__module__.replace(".configuration_", ".modeling_"))
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def _model_of_config(model_type):
     """The model class of the type's own modeling module whose config_class is the type's config (shortest
-    name wins), for sub-configs the auto mappings do not list."""
-    import importlib
+    name wins; exported from transformers first), for sub-configs the auto mappings do not list."""
     cfg_cls = transformers.CONFIG_MAPPING[model_type]
-    module = cfg_cls.__module__.replace(".configuration_", ".modeling_")
-    try:
-        mod = importlib.import_module(module)
-    except Exception:  # noqa: BLE001
+    mod = _modeling_module(model_type)
+    if mod is None:
         return None
     names = [n for n, c in vars(mod).items() if isinstance(c, type) and getattr(c, "config_class", None) is cfg_cls
-             and issubclass(c, transformers.PreTrainedModel) and hasattr(transformers, n)
-             and not n.endswith("PreTrainedModel")]
-    return min(names, key=len) if names else None
+             and issubclass(c, transformers.PreTrainedModel) and not n.endswith("PreTrainedModel")]
+    return min(names, key=lambda n: (not hasattr(transformers, n), len(n))) if names else None
+
+
+def model_class(model_type, name):
+    """The class `name`: exported from transformers, or else from the type's own modeling module (vision/audio
+    towers of multimodal models that transformers does not export)."""
+    cls = getattr(transformers, name, None)
+    if cls is None:
+        cls = getattr(_modeling_module(model_type), name, None)
+    if cls is None:
+        raise AttributeError(f"no class {name} for {model_type}")
+    return cls
+
+
+def config_for(cls, cfg):
+    """The config `cls` takes: `cfg`, or its sub-config of the class's config_class (MusicgenForCausalLM, listed
+    for musicgen, takes the decoder's config)."""
+    want = getattr(cls, "config_class", None)
+    if not isinstance(want, type) or isinstance(cfg, want):
+        return cfg
+    return next((v for v in vars(cfg).values() if isinstance(v, want)), cfg)
 
 
 def classes(model_type):
@@ -319,6 +396,8 @@ def classes(model_type):
         base = configuration_auto.CONFIG_MAPPING_NAMES[model_type].replace("Config", "Model")
         if not hasattr(transformers, base):
             base = _model_of_config(model_type) or base
+        if not hasattr(transformers, base) and getattr(_modeling_module(model_type), base, None) is not None:
+            return base, None
     head = None
     for task, mapping in HEADS:
         name = getattr(modeling_auto, mapping).get(model_type)
@@ -344,16 +423,7 @@ def _vocab(cfg):
     return VOCAB
 
 
-def _get(cfg, *keys, default=None):
-    for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None),
-              getattr(cfg, "encoder", None)):
-        if c is None:
-            continue
-        for k in keys:
-            v = getattr(c, k, None)
-            if v is not None:
-                return v
-    return default
+_get = auto_inputs.get
 
 
 def _image_tokens(cfg):
@@ -367,8 +437,11 @@ def make_inputs(model_class, cfg, task, seed):
     params = inspect.signature(model_class.forward).parameters
     hi = min(_vocab(cfg), VOCAB)
     inputs = {}
+    codebooks = None
     if name == "input_ids":
-        ids = _ids(g, (BATCH, SEQ), 3, hi)
+        dims = auto_inputs.doc_shape(model_class, "input_ids")
+        codebooks = _get(cfg, "num_codebooks") if dims and "num_codebooks" in dims[0] else None
+        ids = _ids(g, (BATCH * codebooks if isinstance(codebooks, int) else BATCH, SEQ), 3, hi)  # MusicGen
         inputs = dict(input_ids=ids)
         if "attention_mask" in params:
             inputs["attention_mask"] = torch.ones_like(ids)
@@ -377,31 +450,49 @@ def make_inputs(model_class, cfg, task, seed):
     elif name == "pixel_values":
         ch = _get(cfg, "num_channels", default=3)
         size = _get(cfg, "image_size", default=IMAGE)
+        hw = None
         if isinstance(size, (list, tuple)):
+            # A small non-square size (MGP-STR's 32 x 128) is kept as is; otherwise square.
+            if len(size) == 2 and size[0] != size[1] and all(isinstance(x, int) for x in size) and max(size) <= 128:
+                hw = tuple(size)
             size = size[0]
         size = size if isinstance(size, int) and size <= 64 else IMAGE
-        inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, size, size, generator=g))
+        inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, *(hw or (size, size)),
+                                               generator=g))
+        dims = auto_inputs.doc_shape(model_class, "pixel_values")
+        if dims and len(dims) == 5:  # videos, or image pairs (keypoint matchers): (batch, frames, C, H, W)
+            inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
     elif name == "input_values":
         mel = _get(cfg, "num_mel_bins")
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
             inputs = dict(input_values=torch.randn(BATCH, _get(cfg, "max_length"), mel, generator=g))
         else:
-            inputs = dict(input_values=torch.randn(BATCH, AUDIO_SAMPLES, generator=g))
+            inputs = dict(input_values=auto_inputs.audio_values(cfg, g, model_class))
     elif name == "input_features":
-        mel = _get(cfg, "num_mel_bins")
-        src = _get(cfg, "max_source_positions")
-        if mel and src:  # Whisper-like: mel x 2 * max_source_positions
-            inputs = dict(input_features=torch.randn(BATCH, mel, 2 * src, generator=g))
-        else:
-            feat = _get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "input_dim", default=80)
-            inputs = dict(input_features=torch.randn(BATCH, 20, feat, generator=g))
-            if "attention_mask" in params:
-                inputs["attention_mask"] = torch.ones(BATCH, 20, dtype=torch.long)
+        inputs = dict(input_features=auto_inputs.audio_features(cfg, g, model_class))
+        if "attention_mask" in params and inputs["input_features"].shape[1] != _get(cfg, "num_mel_bins"):
+            inputs["attention_mask"] = torch.ones(BATCH, inputs["input_features"].shape[1], dtype=torch.long)
         if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
             inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
     elif name == "inputs_embeds":
         inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
-    else:
+    elif name == "pixel_values_videos":
+        inputs = dict(pixel_values_videos=auto_inputs.video(cfg, g))
+    elif isinstance(name, str):
+        auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=[name])
+    # Required forward arguments the main input does not cover (grid_thw, a second modality, masks...).
+    req = auto_inputs.required(model_class)
+    if "pixel_values" in inputs and "pixel_values" not in params and "hidden_states" in req \
+            and not any(n in req for n in ("grid_thw", "image_grid_thw")):
+        inputs["hidden_states"] = inputs.pop("pixel_values")  # a backbone that names its image hidden_states
+    if name == "input_ids" and "input_ids" not in params and any(n not in inputs for n in req):
+        inputs = {}  # forward takes no input_ids (a tower whose main_input_name is the default)
+    had_pixels = "pixel_values" in inputs
+    auto_inputs.fill_required(model_class, cfg, inputs, g, hi)
+    if had_pixels and "pixel_values" not in params and "hidden_states" in inputs:
+        inputs.pop("pixel_values")  # a Qwen-style tower takes its patches as hidden_states
+    if isinstance(name, str) and name not in inputs and name in params \
+            and not (name == "pixel_values" and "hidden_states" in inputs):
         raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
     # Two-tower models (CLIP-like: a text and a vision/audio config): both towers' inputs. Vision-language
     # decoders (an image token id in the config) run text-only: their image features need matching tokens.
@@ -419,12 +510,21 @@ def make_inputs(model_class, cfg, task, seed):
         size = size[0] if isinstance(size, (list, tuple)) else size
         inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
                                              generator=g)
+    if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional
+        auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["visual_feats"])
+    if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
+        inputs["bbox"] = auto_inputs.bbox(model_class, g, inputs["input_ids"].shape[1])
+    if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
+            and "decoder_input_ids" not in inputs and not (LABELS.get(task) and "labels" in params):
+        inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)  # an encoder-decoder fed something else
     if "return_loss" in params and len(inputs) > 1:
         inputs["return_loss"] = True
     kind = LABELS.get(task)
     if kind and "labels" in params:
         if kind == "ids":
             inputs["labels"] = inputs["input_ids"].clone() if "input_ids" in inputs else None
+            if name == "input_ids" and isinstance(codebooks, int):  # (batch, seq, codebooks)
+                inputs["labels"] = inputs["labels"].view(BATCH, codebooks, -1).transpose(1, 2)
         elif kind == "masked":
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]

@@ -1,0 +1,218 @@
+"""Synthetic inputs for forward arguments other than the main input (used by auto_zoo.make_inputs).
+
+A model class's forward often requires more than its `main_input_name` (vision towers of vision-language
+models, encoders of speech models...). `fill_required` synthesizes each *required* forward argument (no default)
+that the main input did not provide, by its name and from the config:
+  - Qwen-style vision towers (`grid_thw` / `image_grid_thw`): the pixels flattened to patches,
+    (sum t*h*w, channels * temporal_patch * patch^2), with a grid of one frame and 2 x spatial_merge_size
+    patches a side per image;
+  - NaFlex-style towers (`spatial_shapes`, SigLIP2): (batch, patches, channels * patch^2) with a full
+    `pixel_attention_mask` and the (h, w) patch grid per image;
+  - `pixel_values` (an image of the config's channels and size), `pixel_values_videos` (frames of the config's
+    num_frames), `input_values` / `input_features` (audio), their masks (all ones), `*_input_ids` (token ids);
+  - `hidden_states` of a stand-alone encoder: (batch, seq, the config's input size).
+Anything else is left missing (the CPU forward then reports it).
+"""
+import inspect
+import math
+import re
+
+import torch
+
+BATCH = 2
+SEQ = 7
+IMAGE = 32
+PATCH = 8
+AUDIO_SAMPLES = 1600
+VOCAB = 99
+
+
+def get(cfg, *keys, default=None):
+    """The first of `keys` set on the config or its vision / audio / encoder sub-config."""
+    for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None),
+              getattr(cfg, "encoder", None)):
+        if c is None:
+            continue
+        for k in keys:
+            v = getattr(c, k, None)
+            if v is not None:
+                return v
+    return default
+
+
+def _int(v, default):
+    if isinstance(v, (list, tuple)) and v:
+        v = v[0]
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else default
+
+
+def channels(cfg):
+    return _int(get(cfg, "num_channels", "in_channels", "in_chans", "image_channels"), 3)
+
+
+def image(cfg, g, batch=BATCH):
+    size = _int(get(cfg, "image_size", "img_size", "input_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    return torch.randn(batch, channels(cfg), size, size, generator=g)
+
+
+def video(cfg, g, frames=None):
+    """(batch, frames, channels, size, size): the config's frame count (whole tubelets), or `frames` (image pairs)."""
+    size = _int(get(cfg, "image_size", "crop_size", "img_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    if frames:
+        return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
+    frames = _int(get(cfg, "num_frames", "frames_per_clip"), 2)
+    tubelet = _int(get(cfg, "tubelet_size"), 1)
+    frames = max(tubelet, min(frames, 16) // tubelet * tubelet)
+    return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
+
+
+def grid_patches(cfg, g, n=BATCH):
+    """Qwen-VL-style flattened patches and their (t, h, w) grid: n images of 2m x 2m patches (m: merge size)."""
+    p = _int(get(cfg, "patch_size", "spatial_patch_size"), PATCH)
+    tp = _int(get(cfg, "temporal_patch_size"), 1)
+    m = _int(get(cfg, "spatial_merge_size", "merge_size"), 2)
+    side = 2 * m
+    grid = torch.tensor([[1, side, side]] * n)
+    return torch.randn(n * side * side, channels(cfg) * tp * p * p, generator=g), grid
+
+
+def doc_shape(model_class, name):
+    """The dimension names forward's docstring gives `name` ("(batch_size, 1, time_steps)" -> 3 names), or None."""
+    m = re.search(rf"{name} \(`[^`]*` of shape `\(([^`]*)\)`", model_class.forward.__doc__ or "")
+    return [x.strip() for x in m.group(1).split(",")] if m else None
+
+
+def bbox(model_class, g, seq):
+    """Boxes for layout models, (batch, seq, 4 or the documented width): corners sorted so x0 <= x1, y0 <= y1,
+    integer coordinates in [0, 1000) (normalised floats where the docstring says FloatTensor)."""
+    doc = model_class.forward.__doc__ or ""
+    dims = doc_shape(model_class, "bbox")
+    width = int(dims[-1]) if dims and dims[-1].isdigit() else 4
+    pts = torch.randint(0, 1000, (BATCH, seq, width // 2, 2), generator=g)
+    lo, hi = pts.min(2).values, pts.max(2).values
+    box = torch.cat([lo, hi], -1) if width == 4 else pts.sort(2).values.flatten(2)
+    m = re.search(r"bbox \(`([^`]*)`", doc)
+    return box.float() / 1000 if m and "Float" in m.group(1) else box
+
+
+def audio_values(cfg, g, model_class=None):
+    """A waveform; (batch, channels, samples) where forward's docstring says so (codecs), the samples a multiple of
+    the config's total downsampling."""
+    dims = doc_shape(model_class, "input_values") if model_class is not None else None
+    ratios = get(cfg, "downsampling_ratios")
+    n = AUDIO_SAMPLES
+    if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
+        hop = math.prod(ratios)
+        n = hop * max(1, -(-AUDIO_SAMPLES // hop))
+    if dims and len(dims) == 3 and (dims[1] == "1" or "channel" in dims[1]):
+        ch = _int(get(cfg, "audio_channels", "channels"), 1)
+        return torch.randn(BATCH, ch, n, generator=g)
+    return torch.randn(BATCH, n, generator=g)
+
+
+def audio_features(cfg, g, model_class=None, frames=20):
+    """Filterbank features, (batch, frames, features) or, where the docstring puts features first, transposed."""
+    mel = get(cfg, "num_mel_bins")
+    src = get(cfg, "max_source_positions")
+    n_window = _int(get(cfg, "n_window"), None)
+    if n_window:  # chunked encoders (Qwen-ASR): whole windows of 2 x n_window frames
+        frames = 2 * n_window
+    elif mel and src and 2 * src <= 3000:  # Whisper-like: mel x 2 * max_source_positions
+        return torch.randn(BATCH, mel, 2 * src, generator=g)
+    feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "input_dim", "n_mels", default=80)
+    dims = doc_shape(model_class, "input_features") if model_class is not None else None
+    if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")):
+        return torch.randn(BATCH, feat, frames, generator=g)
+    return torch.randn(BATCH, frames, feat, generator=g)
+
+
+def required(model_class):
+    params = inspect.signature(model_class.forward).parameters
+    return [n for n, p in params.items() if n != "self" and p.default is inspect.Parameter.empty
+            and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
+    """Add the required forward arguments `inputs` lacks, and those named in `extra` (the main input where
+    make_inputs has no rule for it), in place; returns inputs."""
+    params = inspect.signature(model_class.forward).parameters
+    need = [n for n in list(extra) + required(model_class) if n not in inputs]
+    need = list(dict.fromkeys(need))
+    if "states" in need and "actions" in params:  # Decision Transformer: a trajectory
+        sd, ad = _int(get(cfg, "state_dim"), 4), _int(get(cfg, "act_dim"), 2)
+        inputs.update(states=torch.randn(BATCH, SEQ, sd, generator=g), actions=torch.randn(BATCH, SEQ, ad, generator=g),
+                      rewards=torch.randn(BATCH, SEQ, 1, generator=g),
+                      returns_to_go=torch.randn(BATCH, SEQ, 1, generator=g),
+                      timesteps=torch.arange(SEQ).repeat(BATCH, 1), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long))
+    grid_name = next((n for n in ("grid_thw", "image_grid_thw") if n in need), None)
+    if grid_name:
+        # The pixels go in as `hidden_states` or `pixel_values`, whichever forward names (replacing a 4-D image).
+        x, grid = grid_patches(cfg, g)
+        pix = "hidden_states" if "hidden_states" in params else "pixel_values"
+        inputs[pix] = x
+        inputs[grid_name] = grid
+        if "merge_sizes" in need:
+            inputs["merge_sizes"] = torch.full((BATCH,), _int(get(cfg, "spatial_merge_size", "merge_size"), 2))
+        need = [n for n in need if n not in inputs]
+    if "spatial_shapes" in need:
+        p = _int(get(cfg, "patch_size"), PATCH)
+        side = 4
+        inputs["pixel_values"] = torch.randn(BATCH, side * side, channels(cfg) * p * p, generator=g)
+        inputs["spatial_shapes"] = torch.tensor([[side, side]] * BATCH)
+        if "pixel_attention_mask" in params:
+            inputs["pixel_attention_mask"] = torch.ones(BATCH, side * side, dtype=torch.long)
+        need = [n for n in need if n not in inputs]
+    for n in sorted(need, key=lambda n: (n != "hidden_states", n != "past_values")):
+        if n == "pixel_values":
+            inputs[n] = image(cfg, g)
+        elif n == "pixel_values_videos":
+            inputs[n] = video(cfg, g)
+        elif n == "input_values":
+            inputs[n] = audio_values(cfg, g, model_class)
+        elif n == "input_features":
+            inputs[n] = audio_features(cfg, g, model_class)
+        elif n in ("input_features_mask", "feature_attention_mask", "input_features_attention_mask") \
+                and "input_features" in inputs:
+            f = inputs["input_features"]
+            t = f.shape[-1] if get(cfg, "max_source_positions") and f.shape[1] == get(cfg, "num_mel_bins") else f.shape[1]
+            inputs[n] = torch.ones(BATCH, t, dtype=torch.long)
+        elif n == "mask" and "hidden_states" in inputs and inputs["hidden_states"].dim() == 3:
+            inputs[n] = torch.ones(inputs["hidden_states"].shape[:2], dtype=torch.bool)
+        elif n.endswith("input_ids"):
+            inputs[n] = torch.randint(3, hi, (BATCH, SEQ), generator=g)
+        elif n.endswith("attention_mask") and n.replace("attention_mask", "input_ids") in inputs:
+            inputs[n] = torch.ones_like(inputs[n.replace("attention_mask", "input_ids")])
+        elif n == "spectrogram":  # HiFi-GAN vocoders: (batch, frames, model_in_dim)
+            inputs[n] = torch.randn(BATCH, SEQ, _int(get(cfg, "model_in_dim", "num_mel_bins"), 80), generator=g)
+        elif n == "past_values":  # time series: (batch, context, channels), or (batch, context) univariate
+            ctx = _int(get(cfg, "context_length", "context_len"), 32)
+            ch = _int(get(cfg, "num_input_channels"), None)
+            inputs[n] = torch.randn(*((BATCH, ctx, ch) if ch else (BATCH, ctx)), generator=g)
+        elif n == "past_values_padding" and "past_values" in inputs:  # nothing padded
+            inputs[n] = torch.zeros(inputs["past_values"].shape[:2])
+        elif n == "freq":  # TimesFM's frequency class (0: high)
+            inputs[n] = torch.zeros(BATCH, 1, dtype=torch.long)
+        elif n == "flattened_patches":  # Pix2Struct: (row, column, patch pixels) per patch, rows/columns from 1
+            side = 4
+            idx = torch.arange(side * side)
+            rc = torch.stack([idx // side + 1, idx % side + 1], -1).float().expand(BATCH, -1, -1)
+            dim = _int(get(cfg, "patch_embed_hidden_size"), channels(cfg) * PATCH * PATCH)
+            inputs[n] = torch.cat([rc, torch.randn(BATCH, side * side, dim, generator=g)], -1)
+            if "attention_mask" in params:
+                inputs["attention_mask"] = torch.ones(BATCH, side * side)
+        elif n == "audio_mel":  # Gemma-3n audio: (batch, frames, features) and its padding mask (all valid)
+            inputs[n] = torch.randn(BATCH, 32, _int(get(cfg, "input_feat_size", "num_mel_bins"), 128), generator=g)
+            if "audio_mel_mask" in params:
+                inputs["audio_mel_mask"] = torch.zeros(BATCH, 32, dtype=torch.bool)
+        elif n == "visual_feats":  # LXMERT: region features and their boxes
+            inputs[n] = torch.randn(BATCH, 5, _int(get(cfg, "visual_feat_dim"), 32), generator=g)
+            inputs["visual_pos"] = torch.rand(BATCH, 5, _int(get(cfg, "visual_pos_dim"), 4), generator=g)
+        elif n == "hidden_states":
+            dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
+            if isinstance(dim, int):
+                inputs[n] = torch.randn(BATCH, SEQ * 4, dim, generator=g)
+    return inputs
+
+
