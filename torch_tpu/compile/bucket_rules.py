@@ -86,6 +86,8 @@ def _in_dim_order(t, like):
     kernel lays its results out like its inputs, as the meta kernels the graph was traced with do, and later
     views of the graph rely on it. Padded inputs may have lost that order."""
     strides = [s.node.hint if isinstance(s, torch.SymInt) else s for s in like.stride()]
+    if any(s is None for s in strides):  # an unbacked size: no order to follow
+        return t
     order = sorted(range(t.dim()), key=lambda d: strides[d], reverse=True)
     permuted = t.permute(order)
     if permuted.is_contiguous():
