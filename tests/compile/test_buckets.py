@@ -197,13 +197,14 @@ class _TinyLM(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, 50), ids.view(-1)), logits[:, -1].argmax(-1)
 
 
-def test_training_step_over_variable_lengths(mode):
-    cpu, cpu64, tpu = _TinyLM(), _TinyLM().double(), _TinyLM().to("tpu")
+def _train_over_lengths(make_model, lengths, low_id=0):
+    """A compiled (dynamic=True) training step of make_model() at each length against CPU float32 and float64
+    (loss, last-token argmax, every gradient); returns the graphs traced over all of them."""
+    cpu, cpu64, tpu = make_model(), make_model().double(), make_model().to("tpu")
     compiled = torch.compile(tpu, backend="tpu", dynamic=True)
-    lengths = [5, 7, 6, 12, 9, 3]
     traced = _traced()
     for n in lengths:
-        ids = torch.randint(0, 50, (2, n), generator=torch.Generator().manual_seed(n))
+        ids = torch.randint(low_id, 50, (2, n), generator=torch.Generator().manual_seed(n))
         for m in (cpu, cpu64, tpu):
             m.zero_grad()
         loss, last = compiled(ids.to("tpu"))
@@ -215,8 +216,13 @@ def test_training_step_over_variable_lengths(mode):
         assert torch.equal(last.cpu(), want_last)
         for (name, p), p64, q in zip(cpu.named_parameters(), cpu64.parameters(), tpu.parameters()):
             assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
+    return _traced() - traced
+
+
+def test_training_step_over_variable_lengths(mode):
+    lengths = [5, 7, 6, 12, 9, 3]
     # a forward and a backward program per bucket (4, 8, 16)
-    assert _traced() - traced == 2 * _lengths_in(lengths) == 6
+    assert _train_over_lengths(_TinyLM, lengths) == 2 * _lengths_in(lengths) == 6
 
 
 class _HeadsLM(torch.nn.Module):
@@ -247,24 +253,9 @@ class _HeadsLM(torch.nn.Module):
 
 @pytest.mark.parametrize("masking", ["causal", "key_mask"])
 def test_attention_training_step_over_variable_lengths(mode, masking):
-    cpu, cpu64, tpu = _HeadsLM(masking), _HeadsLM(masking).double(), _HeadsLM(masking).to("tpu")
-    compiled = torch.compile(tpu, backend="tpu", dynamic=True)
     lengths = [5, 7, 6, 12, 9, 3]
-    traced = _traced()
-    for n in lengths:
-        ids = torch.randint(1, 50, (2, n), generator=torch.Generator().manual_seed(n))
-        for m in (cpu, cpu64, tpu):
-            m.zero_grad()
-        loss, last = compiled(ids.to("tpu"))
-        want_loss, want_last = cpu(ids)
-        exact_loss, _ = cpu64(ids)
-        for value in (loss, want_loss, exact_loss):
-            value.backward()
-        assert_within_cpu_error(loss, want_loss, exact_loss, floor=1e-6, rtol=1e-6)
-        assert torch.equal(last.cpu(), want_last)
-        for (name, p), p64, q in zip(cpu.named_parameters(), cpu64.parameters(), tpu.parameters()):
-            assert_within_cpu_error(q.grad, p.grad, p64.grad, floor=1e-6, rtol=1e-5, msg=name)
-    assert _traced() - traced == 2 * _lengths_in(lengths) == 6
+    traced = _train_over_lengths(lambda: _HeadsLM(masking), lengths, low_id=1)
+    assert traced == 2 * _lengths_in(lengths) == 6
 
 
 class _CachedDecoder(torch.nn.Module):
