@@ -19,10 +19,7 @@ namespace tpu::aten {
 namespace {
 
 void foreachAsOneProgram(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-  asOneProgram([&] {
-    op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack);
-    return 0;
-  });
+  asOneProgram([&] { op.callBoxedForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd, *stack); });
 }
 
 // Every aten::_foreach_* overload with a CompositeExplicitAutograd loop and no tpu kernel of its own, registered

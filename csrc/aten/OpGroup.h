@@ -4,6 +4,7 @@
 // and in Debug mode, which keeps its per-op checks, the kernel runs as is.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "csrc/runtime/ExecutionMode.h"
@@ -16,9 +17,14 @@ auto asOneProgram(Fn&& fn) {
   runtime::Executor& ex = runtime::Executor::get();
   if (runtime::eagerMode() != runtime::EagerMode::Strict || !ex.beginOpGroup()) return std::forward<Fn>(fn)();
   try {
-    auto result = std::forward<Fn>(fn)();
-    ex.endOpGroup();
-    return result;
+    if constexpr (std::is_void_v<std::invoke_result_t<Fn>>) {
+      std::forward<Fn>(fn)();
+      ex.endOpGroup();
+    } else {
+      auto result = std::forward<Fn>(fn)();
+      ex.endOpGroup();
+      return result;
+    }
   } catch (...) {
     try {  // what was traced still runs, so storages stay consistent
       ex.endOpGroup();
