@@ -157,8 +157,8 @@ class ReplayPlan {
         continue;
       }
       if (o.kind == Output::kEmpty) {
-        at::Tensor t = at::empty_strided(o.sizes, o.strides,
-                                         at::TensorOptions().dtype(o.dtype).device(c10::DeviceType::PrivateUse1, o.index));
+        auto options = at::TensorOptions().dtype(o.dtype).device(c10::DeviceType::PrivateUse1, o.index);
+        at::Tensor t = at::empty_strided(o.sizes, o.strides, options);
         outs[k] = py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(t)));
         continue;
       }

@@ -23,7 +23,8 @@ slices. On the plain text-decoder path this runner instead:
   shape and place in every step of a bucket, whether or not a request carries over.
 warm_up() runs dummy steps over the buckets (buckets.warm_up_plan) through this same path, so that
 serving compiles nothing new. The forward of a bucketed step is a step graph (step_graph.py): one program
-per (token bucket, widths), replayed without running the model's Python once two captures agree. Other paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
+per (token bucket, widths), replayed without running the model's Python once two captures agree. Other
+paths (speculative decoding, LoRA, M-RoPE, multimodal or embedding
 inputs, pipeline / data / context parallel, pooling, TORCH_TPU_VLLM_BUCKETS=0) run GPUModelRunner's
 own preparation, correct but compiling per batch size.
 """
