@@ -44,20 +44,6 @@ def to_tpu(*tensors):
     return [t.to("tpu") if isinstance(t, torch.Tensor) else t for t in tensors]
 
 
-def assert_as_accurate_as_cpu(got, want, exact):
-    """got (tpu) against exact (CPU float64): within four times CPU's own largest error (want, CPU in got's dtype),
-    at least that dtype's resolution at the result's scale. Lists are compared element by element."""
-    if isinstance(exact, (tuple, list)):
-        assert len(got) == len(want) == len(exact)
-        for g, w, e in zip(got, want, exact):
-            assert_as_accurate_as_cpu(g, w, e)
-        return
-    eps = torch.finfo(want.dtype).eps
-    tol = 4 * max((want.double() - exact).abs().max().item(), eps * exact.abs().max().item(), eps)
-    assert got.device.type == "tpu"
-    torch.testing.assert_close(got.detach().cpu().double(), exact.detach(), rtol=0, atol=tol)
-
-
 def assert_close(actual, expected, **kwargs):
     """actual: tpu tensor (or nested), expected: CPU tensor; same dtype and shape."""
     if isinstance(expected, (tuple, list)):

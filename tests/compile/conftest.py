@@ -17,7 +17,6 @@ _spec = importlib.util.spec_from_file_location(
 _parent = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_parent)
 assert_close = _parent.assert_close
-assert_as_accurate_as_cpu = _parent.assert_as_accurate_as_cpu
 to_tpu = _parent.to_tpu
 nonfinite_ok = _parent.nonfinite_ok
 EAGER_MODES = _parent.EAGER_MODES
