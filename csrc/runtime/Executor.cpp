@@ -189,7 +189,7 @@ void Executor::endOpGroup() {
   if (!grouping_) return;
   grouping_ = false;
   fusedMode_ = false;
-  fusedGraph_.flush("op group");
+  fusedGraph_.flushOpGroup();
 }
 
 void Executor::endCompiledGraph() {

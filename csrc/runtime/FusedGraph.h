@@ -42,6 +42,7 @@ struct FusedRecording;
 struct RunningGraph {
   pjrt::Event done;
   std::vector<std::shared_ptr<pjrt::Buffer>> inputs;
+  bool opGroup = false;  // a Strict op group's program (Executor::beginOpGroup)
 };
 
 // What a compiled graph's flush ran (torch.compile replay, torch_tpu/compile/replay.py):
@@ -90,6 +91,8 @@ class FusedGraph final : public TraceContext {
   // Runs the pending graph and gives every live written storage its buffer.
   // Callers hold the executor lock.
   void flush(const char* reason);
+  // flush() of a Strict op group: its program is one Strict launch, not held to the fused graphs' bound.
+  void flushOpGroup();
   // The next flush also records what it ran into `into` (null: stop recording).
   void captureNextFlush(std::shared_ptr<CapturedGraph> into) { capture_ = std::move(into); }
   // Launches a captured graph: `inputs[p]` gives the buffer of storage parameter p (null for
@@ -100,7 +103,10 @@ class FusedGraph final : public TraceContext {
   // `s` is being freed (or fully replaced): the graph no longer produces it.
   void forget(DeviceStorage* s);
   // Hands over the flushed graphs that may still run (synchronize waits for them).
-  std::deque<RunningGraph> takeRunning() { return std::exchange(running_, {}); }
+  std::deque<RunningGraph> takeRunning() {
+    runningGraphs_ = 0;
+    return std::exchange(running_, {});
+  }
   FusedStats stats() const;
   // Programs kept in memory by module text, and dropping their least recently used half.
   size_t cachedPrograms() const { return cache_.size(); }
@@ -134,6 +140,7 @@ class FusedGraph final : public TraceContext {
   void keepRecording(const char* reason);
   void touchSlot(DeviceStorage* s);
   void releaseFinished();
+  void pushRunning(RunningGraph run);
   void dropRunningHolds(const pjrt::Buffer* buffer);
   // dropRunningHolds, and waits for the reaper to drop finished graphs' references: after it, only
   // storages, a host transfer or the graph being built hold the buffer.
@@ -154,6 +161,8 @@ class FusedGraph final : public TraceContext {
   // workload whose graphs never repeat from piling up loaded programs (BoundedCache.h).
   BoundedCache<std::string, std::shared_ptr<pjrt::Executable>> cache_{256};
   std::deque<RunningGraph> running_;
+  size_t runningGraphs_ = 0;  // entries of running_ that are not op groups
+  bool flushingOpGroup_ = false;
   std::shared_ptr<CapturedGraph> capture_;
   // Fused replay: the graph being traced is recorded op by op (eager ops only); a new graph whose
   // first op matches a kept recording binds its ops to it instead of tracing them.
