@@ -85,7 +85,7 @@ Tensor attentionScores(const Tensor& q, const Tensor& k, const std::optional<Ten
 // logsumexp's rounding (an ulp of the score) moves the top probability off 1, and the softmax gradient
 // multiplies that error by the scores' spread.
 std::tuple<Tensor, Tensor, Tensor, Tensor> softmaxParts(const Tensor& s) {
-  Tensor rowMax = std::get<0>(s.max(-1, true));
+  Tensor rowMax = s.amax(-1, true);  // not max(dim): its indices, unused, are a variadic reduce XLA:CPU runs slowly
   rowMax = rowMax.masked_fill(at::isinf(rowMax), 0.0);
   Tensor e = s.sub(rowMax).exp();
   Tensor sum = e.sum(-1, true);
