@@ -512,3 +512,28 @@ def test_nested_tensor_from_mask_left_aligned(mode):
     tol = 4 * (want.double() - exact).abs().max().item() + torch.finfo(torch.float32).eps
     got = model.to("tpu")(src.to("tpu"), tgt.to("tpu"), src_key_padding_mask=pad.to("tpu"))
     assert_close(got.detach(), want, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_binary_search(right, mode):
+    # Boundaries of every length up to past a power of two (the unrolled search's step count), batched rows,
+    # ties, and NaN on both sides, which CPU's binary search sends to the end.
+    torch.manual_seed(0)
+    for m in [1, 2, 3, 7, 8, 9, 513]:
+        for dtype in [torch.float32, torch.int64]:
+            seq = torch.sort(torch.randint(-5, 5, (m,)).to(dtype))[0]
+            x = torch.randint(-7, 7, (3, 33)).to(dtype)
+            assert torch.equal(torch.searchsorted(seq.to("tpu"), x.to("tpu"), right=right).cpu(),
+                               torch.searchsorted(seq, x, right=right))
+            rows = torch.sort(torch.randint(-5, 5, (2, 3, m)).to(dtype), -1)[0]
+            xr = torch.randint(-7, 7, (2, 3, 5)).to(dtype)
+            assert torch.equal(torch.searchsorted(rows.to("tpu"), xr.to("tpu"), right=right).cpu(),
+                               torch.searchsorted(rows, xr, right=right))
+    seq = torch.tensor([0.0, 1.0, 1.0, 2.0, float("nan")])
+    x = torch.tensor([float("nan"), 1.0, -1.0, 3.0, 2.0])
+    assert torch.equal(torch.searchsorted(seq.to("tpu"), x.to("tpu"), right=right).cpu(),
+                       torch.searchsorted(seq, x, right=right))
+    assert torch.equal(torch.bucketize(x.to("tpu"), seq[:4].to("tpu"), right=right, out_int32=True).cpu(),
+                       torch.bucketize(x, seq[:4], right=right, out_int32=True))
+    empty = torch.searchsorted(torch.zeros(0, device="tpu"), torch.ones(4, device="tpu"), right=right)
+    assert empty.cpu().tolist() == [0, 0, 0, 0]

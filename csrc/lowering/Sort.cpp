@@ -1,5 +1,7 @@
 #include "Sort.h"
 
+#include <algorithm>
+#include <bit>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -109,28 +111,28 @@ Value logcumsumexp(Builder& b, Value x, int64_t dim) {
 }
 
 Value searchSorted(Builder& b, Value seq, Value x, bool right, DType out) {
-  // Compare every x with every sequence element: [..., N, M], then count along M.
+  // PyTorch's binary search (Bucketization.cpp), unrolled: bit_width(M) halvings of [lo, hi) for every x, one
+  // gather each. Left moves right while !(seq[mid] >= x), right while !(seq[mid] > x), so a NaN goes to the end
+  // as on CPU. (Comparing every x with all M boundaries was O(N x M): 2.4 ms for one embedding bag's 4096 ids.)
   int64_t m = seq.shape().back();
   hlo::Shape shape = x.shape();
-  shape.push_back(m);
-  int64_t r = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> xDims;
-  for (int64_t i = 0; i < x.rank(); ++i) xDims.push_back(i);
-  Value xb = b.broadcastInDim(x, shape, xDims);
-  Value sb;
-  if (seq.rank() == 1) {
-    sb = b.broadcastInDim(seq, shape, {r - 1});
-  } else {
-    std::vector<int64_t> sDims;
-    for (int64_t i = 0; i < seq.rank() - 1; ++i) sDims.push_back(i);
-    sDims.push_back(r - 1);
-    sb = b.broadcastInDim(seq, shape, sDims);
+  int64_t rows = seq.rank() == 1 ? 1 : seq.type.numel() / std::max<int64_t>(m, 1);
+  if (m == 0 || x.type.numel() == 0 || rows == 0) return b.full(hlo::Type{out, shape}, 0);
+  int64_t n = x.type.numel() / rows;  // batched: x's leading dims are seq's
+  Value table = b.reshape(seq, {rows, m});
+  Value xs = b.reshape(x, {rows, n});
+  hlo::Type idx{DType::S64, {rows, n}};
+  Value lo = b.full(idx, 0), hi = b.full(idx, static_cast<double>(m));
+  Value one = b.full(idx, 1), last = b.full(idx, static_cast<double>(m - 1));
+  for (int k = std::bit_width(static_cast<uint64_t>(m)); k > 0; --k) {
+    Value active = b.compare(Cmp::LT, lo, hi);
+    Value mid = b.add(lo, b.binary("shift_right_logical", b.sub(hi, lo), one));
+    Value v = gatherDim(b, table, b.min(mid, last), 1);
+    Value goRight = b.unary("not", b.compare(right ? Cmp::GT : Cmp::GE, v, xs));
+    lo = b.select(b.binary("and", active, goRight), b.add(mid, one), lo);
+    hi = b.select(b.binary("and", active, b.unary("not", goRight)), mid, hi);
   }
-  Value hit = b.convert(b.compare(right ? Cmp::LE : Cmp::LT, sb, xb), out);
-  Value zero = b.constantInt(out, 0);
-  return b.reduce({&hit, 1}, {&zero, 1}, {r - 1}, [](Builder& rb, std::span<const Value> a) {
-    return std::vector<Value>{rb.add(a[0], a[1])};
-  })[0];
+  return b.convert(b.reshape(lo, shape), out);
 }
 
 Value isin(Builder& b, Value elements, Value test, bool invert) {
