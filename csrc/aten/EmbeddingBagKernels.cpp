@@ -7,6 +7,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <torch/library.h>
 
+#include "OpGroup.h"
 #include "OpRunner.h"
 
 namespace tpu::aten {
@@ -37,57 +38,64 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> embeddingBag(
   int64_t n = indices.numel(), d = weight.size(1);
   int64_t bags = offsets.size(0) - (includeLastOffset ? 1 : 0);
   TORCH_CHECK(bags >= 0, "embedding_bag: include_last_offset needs at least one offset");
-  at::TensorOptions lopt = indices.options().dtype(at::kLong);
-  at::Tensor idx = indices.to(at::kLong);
-  at::Tensor starts = offsets.to(at::kLong).narrow(0, 0, bags).contiguous();
-  at::Tensor bag = n == 0 || bags == 0 ? at::zeros({n}, lopt)
-                                       : (at::searchsorted(starts, at::arange(n, lopt), false, true) - 1).clamp_min(0);
-  at::Tensor keep = paddingIdx >= 0 ? idx != paddingIdx : at::ones({n}, lopt.dtype(at::kBool));
-  at::Tensor bagSize = at::zeros({bags}, lopt).index_put_({bag}, keep.to(at::kLong), true);
-  at::Tensor rows = weight.index_select(0, idx);
-  if (has(psw)) rows = rows * psw->unsqueeze(1).to(rows.scalar_type());
-  at::Tensor zero = at::zeros({}, weight.options());
-  at::Tensor k2 = keep.unsqueeze(1);
-  at::Tensor out, maxIdx = at::zeros({0}, lopt);
-  if (mode == kMax) {
-    at::Tensor b2 = bag.unsqueeze(1).expand({n, d});
-    at::Tensor masked = at::where(k2, rows, at::scalar_tensor(-INFINITY, weight.options()));
-    out = at::zeros({bags, d}, weight.options()).scatter_reduce(0, b2, masked, "amax", false);
-    at::Tensor empty = (bagSize == 0).unsqueeze(1);
-    out = at::where(empty, zero, out);
-    // The first position in each bag that holds the maximum, then its weight row.
-    at::Tensor pos = at::arange(n, lopt).unsqueeze(1).expand({n, d});
-    at::Tensor hit = k2 & (masked == out.index_select(0, bag));
-    at::Tensor first = at::full({bags, d}, n, lopt).scatter_reduce(0, b2, at::where(hit, pos, n), "amin", true);
-    maxIdx = at::where(empty, -1, idx.index_select(0, first.clamp_max(std::max<int64_t>(n - 1, 0)).reshape({-1}))
-                                     .reshape({bags, d}));
-  } else {
-    out = at::zeros({bags, d}, weight.options()).index_add(0, bag, at::where(k2, rows, zero));
-    if (mode == kMean) out = out / bagSize.clamp_min(1).unsqueeze(1).to(out.scalar_type());
-  }
-  return {out, bag, bagSize, maxIdx};
+  // One program in Strict mode (an op group): the bag search, gathers, masks and sums were ~7 launches per bag.
+  return asOneProgram([&]() -> std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> {
+    at::TensorOptions lopt = indices.options().dtype(at::kLong);
+    at::Tensor idx = indices.to(at::kLong);
+    at::Tensor starts = offsets.to(at::kLong).narrow(0, 0, bags).contiguous();
+    at::Tensor bag = n == 0 || bags == 0
+                         ? at::zeros({n}, lopt)
+                         : (at::searchsorted(starts, at::arange(n, lopt), false, true) - 1).clamp_min(0);
+    at::Tensor keep = paddingIdx >= 0 ? idx != paddingIdx : at::ones({n}, lopt.dtype(at::kBool));
+    at::Tensor bagSize = at::zeros({bags}, lopt).index_put_({bag}, keep.to(at::kLong), true);
+    at::Tensor rows = weight.index_select(0, idx);
+    if (has(psw)) rows = rows * psw->unsqueeze(1).to(rows.scalar_type());
+    at::Tensor zero = at::zeros({}, weight.options());
+    at::Tensor k2 = keep.unsqueeze(1);
+    at::Tensor out, maxIdx = at::zeros({0}, lopt);
+    if (mode == kMax) {
+      at::Tensor b2 = bag.unsqueeze(1).expand({n, d});
+      at::Tensor masked = at::where(k2, rows, at::scalar_tensor(-INFINITY, weight.options()));
+      out = at::zeros({bags, d}, weight.options()).scatter_reduce(0, b2, masked, "amax", false);
+      at::Tensor empty = (bagSize == 0).unsqueeze(1);
+      out = at::where(empty, zero, out);
+      // The first position in each bag that holds the maximum, then its weight row.
+      at::Tensor pos = at::arange(n, lopt).unsqueeze(1).expand({n, d});
+      at::Tensor hit = k2 & (masked == out.index_select(0, bag));
+      at::Tensor first = at::full({bags, d}, n, lopt).scatter_reduce(0, b2, at::where(hit, pos, n), "amin", true);
+      maxIdx = at::where(empty, -1, idx.index_select(0, first.clamp_max(std::max<int64_t>(n - 1, 0)).reshape({-1}))
+                                       .reshape({bags, d}));
+    } else {
+      out = at::zeros({bags, d}, weight.options()).index_add(0, bag, at::where(k2, rows, zero));
+      if (mode == kMean) out = out / bagSize.clamp_min(1).unsqueeze(1).to(out.scalar_type());
+    }
+    return {out, bag, bagSize, maxIdx};
+  });
 }
 
 at::Tensor embeddingBagDenseBackward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offset2bag,
                                      const at::Tensor& bagSize, const at::Tensor& maxIdx, c10::SymInt numWeights,
                                      bool scaleByFreq, int64_t mode, const OptTensor& psw, int64_t paddingIdx) {
   int64_t nw = numWeights.expect_int(), d = grad.size(1);
-  at::Tensor idx = indices.to(at::kLong), bag = offset2bag.to(at::kLong);
-  at::Tensor gw = at::zeros({nw, d}, grad.options());
-  if (mode == kMax) {
-    at::Tensor valid = (maxIdx >= 0);
-    return gw.scatter_add(0, at::where(valid, maxIdx, 0), at::where(valid, grad, at::zeros({}, grad.options())));
-  }
-  if (idx.numel() == 0) return gw;
-  at::Tensor g = grad.index_select(0, bag);
-  if (mode == kMean) g = g / bagSize.index_select(0, bag).clamp_min(1).unsqueeze(1).to(g.scalar_type());
-  if (has(psw)) g = g * psw->unsqueeze(1).to(g.scalar_type());
-  if (scaleByFreq) {
-    at::Tensor counts = at::zeros({nw}, grad.options()).index_put_({idx}, at::ones({idx.numel()}, grad.options()), true);
-    g = g / counts.index_select(0, idx).unsqueeze(1);
-  }
-  if (paddingIdx >= 0) g = at::where((idx != paddingIdx).unsqueeze(1), g, at::zeros({}, g.options()));
-  return gw.index_add(0, idx, g);
+  return asOneProgram([&]() -> at::Tensor {
+    at::Tensor idx = indices.to(at::kLong), bag = offset2bag.to(at::kLong);
+    at::Tensor gw = at::zeros({nw, d}, grad.options());
+    if (mode == kMax) {
+      at::Tensor valid = (maxIdx >= 0);
+      return gw.scatter_add(0, at::where(valid, maxIdx, 0), at::where(valid, grad, at::zeros({}, grad.options())));
+    }
+    if (idx.numel() == 0) return gw;
+    at::Tensor g = grad.index_select(0, bag);
+    if (mode == kMean) g = g / bagSize.index_select(0, bag).clamp_min(1).unsqueeze(1).to(g.scalar_type());
+    if (has(psw)) g = g * psw->unsqueeze(1).to(g.scalar_type());
+    if (scaleByFreq) {
+      at::Tensor counts =
+          at::zeros({nw}, grad.options()).index_put_({idx}, at::ones({idx.numel()}, grad.options()), true);
+      g = g / counts.index_select(0, idx).unsqueeze(1);
+    }
+    if (paddingIdx >= 0) g = at::where((idx != paddingIdx).unsqueeze(1), g, at::zeros({}, g.options()));
+    return gw.index_add(0, idx, g);
+  });
 }
 
 at::Tensor embeddingBagBackward(const at::Tensor& grad, const at::Tensor& indices, const at::Tensor& offsets,
