@@ -89,8 +89,8 @@ Client::AsyncUpload Client::upload(const void* data, ElementType type, const std
 std::unique_ptr<Buffer> Client::bufferFromHost(const void* data, ElementType type,
                                                const std::vector<int64_t>& dims, size_t device) const {
   // The plugin copies `data` before returning, so callers may free it at once. Not the async upload plus a
-  // wait for done_with_host_buffer: on the CPU plugin that wait queued behind programs still running, so a
-  // launch with a host operand (a foreach op's scalar list) waited for the device.
+  // wait for done_with_host_buffer: that wait was one of the two a Strict training step made on the host (a
+  // foreach op's scalar-list operand; the other is the loss's item()).
   AsyncUpload up = upload(data, type, dims, device, PJRT_HostBufferSemantics_kImmutableOnlyDuringCall);
   return std::move(up.buffer);
 }

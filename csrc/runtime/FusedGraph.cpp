@@ -257,14 +257,12 @@ void FusedGraph::pushRunning(RunningGraph run) {
 }
 
 void FusedGraph::flushOpGroup() {
+  struct Unset {
+    bool& flag;
+    ~Unset() { flag = false; }
+  } unset{flushingOpGroup_};
   flushingOpGroup_ = true;
-  try {
-    flush("op group");
-  } catch (...) {
-    flushingOpGroup_ = false;
-    throw;
-  }
-  flushingOpGroup_ = false;
+  flush("op group");
 }
 
 void FusedGraph::dropRunningHolds(const pjrt::Buffer* buffer) {
