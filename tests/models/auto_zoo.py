@@ -29,19 +29,14 @@ import transformers
 from transformers.models.auto import configuration_auto, modeling_auto
 
 import auto_inputs
+from auto_inputs import BATCH, IMAGE, PATCH, SEQ, VOCAB  # the synthetic inputs' sizes, which tiny configs match
 
-VOCAB = 99
 HIDDEN = 32
 HEADS_N = 4
 KV_HEADS = 2
 FFN = 37
 FFN_MOE = 40
 LAYERS = 2
-BATCH = 2
-SEQ = 7
-IMAGE = 32
-PATCH = 8
-AUDIO_SAMPLES = 1600
 EXPERTS = 4
 TOPK = 2
 
