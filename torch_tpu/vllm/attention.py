@@ -1,11 +1,11 @@
 """Paged attention for vLLM written with ordinary torch ops, so it runs on tpu tensors (and on CPU).
 
-The KV cache of a layer is vLLM's logical page view [num_blocks, num_kv_heads, block_size, 2 * head_size]
-(keys in the first half of the last dimension, values in the second), stored head-major (layout LHBNC:
-[num_kv_heads, num_blocks, ...] in memory), so a head's gathered pages are already [tokens, positions, head]
-and attention batches over (head, token) without transposing the gathered pages (on XLA:CPU that copy cost
-as much as the gather). The cache is written and read as rows of 2 * head_size entries (`_cache_rows`):
-one index_put_ of each token's rows, one gather of keys and values together. Every token of a batch,
+The KV cache of a layer is vLLM's page view [num_blocks, num_kv_heads, block_size, 2 * head_size], stored
+head-major (layout LHBNC: [num_kv_heads, num_blocks, ...] in memory; LBHNC works too). Each (block, head)
+page holds the block_size keys of its positions, then their values (`_CachePages`), so a read gathers whole
+[block_size, head_size] runs of keys and of values, already [tokens, positions, head] per head: attention
+batches over (head, token) with no transpose or copy of the gathered pages. A write is one index_put_ of
+each token's key and value rows into the layer's whole allocation. Every token of a batch,
 prefill or decode alike, attends to the cache pages of its own request: its request is found on the device from
 query_start_loc, its pages gathered through the block table, and a mask keeps the positions it may see
 (causal, below its request's length, inside the sliding window). The block table is cut to a
@@ -152,15 +152,17 @@ class TpuAttentionImpl(AttentionImpl):
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping):
         if self.kv_sharing_target_layer_name is not None:
             return
-        rows, (block_rows, head_rows, position_rows) = _cache_rows(_typed_cache(kv_cache, self.kv_cache_dtype))
-        block_size = kv_cache.shape[2]
+        pages = _CachePages(_typed_cache(kv_cache, self.kv_cache_dtype))
         slots = slot_mapping[: key.shape[0]].to(torch.int64).clamp(min=0)  # -1 (padding) -> the null block
-        entries = torch.cat([key, value], dim=-1)  # [tokens, kv_heads, 2 * head]
-        if rows.dtype != entries.dtype:
-            entries = _quantize(entries, rows.dtype, layer)
-        heads = torch.arange(self.num_kv_heads, device=slots.device) * head_rows
-        index = (slots // block_size * block_rows + slots % block_size * position_rows)[:, None] + heads  # [t, kvh]
-        rows[index.reshape(-1)] = entries.reshape(-1, entries.shape[-1])
+        entries = torch.stack([key, value])  # [2, tokens, kv_heads, head]
+        if pages.rows.dtype != entries.dtype:
+            entries = _quantize(entries, pages.rows.dtype, layer)
+        block, position = slots // pages.block_size, slots % pages.block_size
+        heads = torch.arange(self.num_kv_heads, device=slots.device)
+        page = pages.index(block[:, None], heads)  # [tokens, kv_heads]
+        half = torch.arange(2, device=slots.device)[:, None, None] * pages.block_size
+        rows = page * (2 * pages.block_size) + position[:, None] + half  # [2, tokens, kv_heads]
+        pages.rows[rows.reshape(-1)] = entries.reshape(-1, entries.shape[-1])
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output, output_scale=None,
                 output_block_scale=None):
@@ -175,16 +177,11 @@ class TpuAttentionImpl(AttentionImpl):
         head = self.head_size
         q = query[:num_tokens].view(num_tokens, self.num_kv_heads, group, head).transpose(0, 1)  # [kvh, t, g, d]
 
-        # Each token's pages as cache rows, one gather of keys and values together: [kvh, t, positions, 2d].
-        rows, (block_rows, head_rows, position_rows) = _cache_rows(_typed_cache(kv_cache, self.kv_cache_dtype))
-        block_size = kv_cache.shape[2]
-        pages = block_table[token_request]  # [t, blocks]
-        positions = pages.shape[1] * block_size
-        in_block = torch.arange(block_size, device=pages.device) * position_rows
-        page_rows = (pages[:, :, None] * block_rows + in_block).reshape(1, num_tokens, positions)
-        heads = torch.arange(self.num_kv_heads, device=pages.device) * head_rows
-        entries = rows[page_rows + heads[:, None, None]]
-        keys, values = entries[..., :head], entries[..., head:]
+        # Each token's pages, keys and values gathered a page at a time: [kvh, t, positions, d] each.
+        pages = _CachePages(_typed_cache(kv_cache, self.kv_cache_dtype))
+        table = block_table[token_request]  # [t, blocks]
+        positions = table.shape[1] * pages.block_size
+        keys, values = pages.gather(table, self.num_kv_heads)
         if keys.dtype != q.dtype:
             keys = _dequantize(keys, q.dtype, layer, "_k_scale")
             values = _dequantize(values, q.dtype, layer, "_v_scale")
@@ -209,22 +206,46 @@ class TpuAttentionImpl(AttentionImpl):
 _FP8_CACHE = {"fp8": torch.float8_e4m3fn, "fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 
 
-def _cache_rows(cache):
-    """A layer's cache [blocks, kv_heads, block_size, 2 * head] as a view of rows [blocks * kv_heads *
-    block_size, 2 * head] of the same memory, and the rows one block, head and position step over.
+class _CachePages:
+    """A layer's KV cache as pages: vLLM's view [blocks, kv_heads, block_size, 2 * head] gives each (block,
+    head) block_size * 2 * head consecutive entries (LHBNC, LBHNC), and this backend keeps there the
+    block_size keys of its positions, then their values. Both halves are [block_size, head] runs, so a
+    read gathers whole runs of keys and of values ([kv_heads, tokens, positions, head] each, no copy of a
+    half out of interleaved entries: on XLA:CPU those two copies cost about as much as the dots), and
+    the runs per index are long (XLA:CPU's gather runs per index).
 
-    Writes and reads index these rows directly: an index_put_ into the 4-D view with a slice in the
-    middle (`cache[blocks, :, offsets] = entries`) and gathers of its key/value halves made XLA copy and
-    transpose the whole layer (and the backing allocation vLLM shares between layers) in every step
-    (XLA:CPU, cache writes and attention of 2 layers, 64-token decode, 800 blocks a layer: 10.6 ms in
-    Fused mode, 5.5 ms with rows)."""
-    width = cache.shape[3]
-    strides = cache.stride()
-    dense = sorted(zip(strides[:3], cache.shape[:3]))
-    if strides[3] != 1 or dense[0][0] != width or any(s * n != t for (s, n), (t, _) in zip(dense, dense[1:])):
-        raise NotImplementedError(f"tpu attention: a KV cache with strides {strides} (shape {tuple(cache.shape)}) "
-                                  "is not a dense layout of whole entries; use the LHBNC or LBHNC layout")
-    return cache.as_strided((cache.numel() // width, width), (width, 1)), tuple(s // width for s in strides[:3])
+    Addressed through the whole storage (every layer vLLM put in the same allocation), not the layer's
+    slice of it: a write into a slice is a copy of the layer out of the allocation, the scatter and a
+    copy back; a write into the whole storage is one scatter, in place in the donated buffer."""
+
+    def __init__(self, cache):
+        blocks, heads, self.block_size, width = cache.shape
+        page = self.block_size * width
+        strides = cache.stride()
+        if (strides[3] != 1 or strides[2] != width or strides[0] % page or strides[1] % page
+                or cache.storage_offset() % page):
+            raise NotImplementedError(f"tpu attention: a KV cache with strides {strides} (shape {tuple(cache.shape)}) "
+                                      "does not hold each block's positions of a head together; use the LHBNC "
+                                      "or LBHNC layout")
+        self.head = width // 2
+        total = cache.untyped_storage().nbytes() // cache.element_size()
+        self.rows = cache.as_strided((total // self.head, self.head), (self.head, 1), 0)  # [n, head]
+        self.first = cache.storage_offset() // page
+        self.block_pages, self.head_pages = strides[0] // page, strides[1] // page
+
+    def index(self, block, head):
+        """The page of (block, head) in the storage, counted in pages."""
+        return self.first + block * self.block_pages + head * self.head_pages
+
+    def gather(self, table, num_kv_heads):
+        """Keys and values of the blocks table [t, blocks] of every head: [kv_heads, t, blocks * block_size,
+        head] each."""
+        t, blocks = table.shape
+        halves = self.rows.view(-1, self.block_size * self.head)  # [2 * pages, block_size * head]
+        heads = torch.arange(num_kv_heads, device=table.device)[:, None, None]
+        page = self.index(table[None], heads) * 2  # [kvh, t, blocks]
+        shape = (num_kv_heads, t, blocks * self.block_size, self.head)
+        return halves[page].view(shape), halves[page + 1].view(shape)
 
 
 def _typed_cache(kv_cache, kv_cache_dtype):
@@ -238,13 +259,12 @@ def _scale(layer, name):
 
 
 def _quantize(entries, dtype, layer):
-    """Keys and values into a cache of a narrower float dtype: divided by the layer's k/v scales, saturated
-    to the cache dtype's range."""
-    head = entries.shape[-1] // 2
-    k = entries[..., :head].float() / _scale(layer, "_k_scale")
-    v = entries[..., head:].float() / _scale(layer, "_v_scale")
+    """Keys and values [2, ...] into a cache of a narrower float dtype: divided by the layer's k/v scales,
+    saturated to the cache dtype's range."""
+    k = entries[0].float() / _scale(layer, "_k_scale")
+    v = entries[1].float() / _scale(layer, "_v_scale")
     limit = torch.finfo(dtype).max
-    return torch.cat([k, v], dim=-1).clamp(-limit, limit).to(dtype)
+    return torch.stack([k, v]).clamp(-limit, limit).to(dtype)
 
 
 def _dequantize(entries, dtype, layer, scale_name):
