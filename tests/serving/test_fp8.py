@@ -31,6 +31,7 @@ LAMBDA = 7.0
 # float32 log_softmax over the tiny Llama's vocabulary: as test_sampling.py (HF float32 is within 1e-5 of
 # float64; tpu's other reduction order and exp/log get 10x that).
 LOGPROB_ATOL = 1e-4
+FLIP_SHARE = 0.05  # test_fp8_kv_cache_equals_fp8_rounded_reference: a rounding-boundary flip's share
 KERNEL = "TpuFP8ScaledMMLinearKernel"
 
 
@@ -128,10 +129,15 @@ def test_fp8_kv_cache_equals_fp8_rounded_reference(folder, engine, cache):
     fp8_effect = 0.0
     for (ids, lp), run in zip(_sequences(result), result["runs"]):
         expected = rounded.log_softmax(ids)[:-1]
-        assert float((lp - expected).abs().max()) <= LOGPROB_ATOL
+        effect = float((expected - exact.log_softmax(ids)[:-1]).abs().max())
+        # A key or value within float32's error of a rounding boundary of the cache format rounds to the
+        # other neighbour in one of the two (one fp8 step of one element); from there on that sequence moves
+        # by a small share of the format's whole effect (measured: 0.0044 of 0.644, once in 12 sequences).
+        # Any other difference (another format, scales, unrounded entries) moves it by about the whole effect.
+        assert float((lp - expected).abs().max()) <= max(LOGPROB_ATOL, FLIP_SHARE * effect)
         start = len(run["prompt_ids"]) - 1
         assert expected[start:].argmax(-1).tolist() == run["tokens"]  # greedy, as the reference would pick
-        fp8_effect = max(fp8_effect, float((expected - exact.log_softmax(ids)[:-1]).abs().max()))
+        fp8_effect = max(fp8_effect, effect)
     assert fp8_effect > 10 * LOGPROB_ATOL  # the float8 cache is visible at this tolerance: the test can tell
 
 
