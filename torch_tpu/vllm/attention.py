@@ -219,7 +219,7 @@ class _CachePages:
     copy back; a write into the whole storage is one scatter, in place in the donated buffer."""
 
     def __init__(self, cache):
-        blocks, heads, self.block_size, width = cache.shape
+        _, _, self.block_size, width = cache.shape
         page = self.block_size * width
         strides = cache.stride()
         if (strides[3] != 1 or strides[2] != width or strides[0] % page or strides[1] % page
