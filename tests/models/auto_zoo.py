@@ -69,7 +69,7 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
                 "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size",
-                "attention_hidden_size", "visual_feat_dim"}
+                "attention_hidden_size", "visual_feat_dim", "hidden_size_per_layer_input", "out_hidden_size"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
@@ -77,19 +77,21 @@ _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encode
                "l_layers", "x_layers", "r_layers"}
 _HEAD_KEYS = {"num_attention_heads", "n_head", "num_heads", "encoder_attention_heads", "decoder_attention_heads",
               "n_heads", "decoder_num_attention_heads", "encoder_num_attention_heads", "num_query_heads",
-              "attention_heads"}
+              "attention_heads", "linear_num_heads", "index_n_heads"}
 _KV_KEYS = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num",
             "encoder_num_key_value_heads", "decoder_num_key_value_heads"}
 _FFN_KEYS = {"intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "d_ff", "n_inner", "mlp_dim",
              "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_intermediate_size",
              "encoder_intermediate_size", "intermediate_dim", "ff_dim", "feed_forward_size", "dim_feedforward",
-             "encoder_ffn_size", "d_inner", "expert_intermediate_size", "ffn_hidden_size", "mlp_hidden_size"}
+             "encoder_ffn_size", "d_inner", "expert_intermediate_size", "ffn_hidden_size", "mlp_hidden_size",
+             "projection_intermediate_size"}
 _EXPERT_KEYS = {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts", "num_routed_experts",
                 "n_experts"}
 _TOPK_KEYS = {"num_experts_per_tok", "top_k", "moe_k", "moe_topk", "moe_top_k", "num_selected_experts",
               "num_experts_per_token"}
 _HEAD_DIM_KEYS = {"head_dim", "d_kv", "d_head", "attention_head_dim", "kv_channels", "qk_nope_head_dim",
-                  "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size"}
+                  "qk_rope_head_dim", "v_head_dim", "qk_head_dim", "head_size", "attention_head_size",
+                  "linear_head_dim", "index_head_dim"}
 _POS_KEYS = {"max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_length",
              "n_ctx", "max_seq_length"}
 _PER_LAYER_LIST_KEYS = {"layer_types", "mlp_layer_types", "attention_types", "block_types", "layers_block_type",
@@ -195,7 +197,7 @@ def shrink(d):
             out[k] = min(v, TOPK)
         elif k in _HEAD_DIM_KEYS:
             out[k] = min(v, HIDDEN // HEADS_N)
-        elif k == "vocab_size":
+        elif k == "vocab_size" or k.startswith("vocab_size_"):  # vocab_size_per_layer_input (Gemma 3n/4)
             out[k] = min(v, VOCAB)
         elif k == "image_size":
             out[k] = min(v, IMAGE)
