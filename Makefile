@@ -21,13 +21,16 @@ TEST_CACHE_MAX_BYTES ?= 2G
 
 # The serving suite (tests/serving, minutes per engine) runs in `make test-serving`; `make test` installs
 # the serving extra and runs its representative tests: vLLM greedy equals Hugging Face, one server request.
-# Likewise TorchRec: `make test` installs its extra and runs the unsharded EmbeddingBagCollection and
-# fixed-shape DLRM tests and one 2-process row-wise sharded run (fixed-shape inputs, against the unsharded model,
-# 0 programs after warm-up) with its DCP round trip (Strict); the whole
+# Likewise TorchRec: `make test` installs its extra and runs the unsharded EmbeddingBagCollection, DLRM (10 SGD
+# steps) and fixed-shape DLRM tests and the 2-process table-, row- and column-wise sharded runs (fixed-shape
+# inputs, against the unsharded model, 0 programs after warm-up) with their DCP round trip (Strict); the whole
 # tests/torchrec suite runs in `make test-torchrec`.
 TORCHREC_QUICK := tests/torchrec/test_torchrec_unsharded.py::test_embedding_bag_collection_forward_backward \
   tests/torchrec/test_torchrec_unsharded.py::test_fixed_shape_dlrm_compiles_once \
   'tests/torchrec/test_torchrec_sharded.py::test_fixed_shape_dmp_compiles_nothing_after_warm_up[row_wise-adagrad]' \
+  'tests/torchrec/test_torchrec_sharded.py::test_fixed_shape_dmp_compiles_nothing_after_warm_up[table_wise-sgd]' \
+  'tests/torchrec/test_torchrec_sharded.py::test_fixed_shape_dmp_compiles_nothing_after_warm_up[column_wise-sgd]' \
+  tests/torchrec/test_torchrec_unsharded.py::test_dlrm_sgd_steps_equal_cpu \
   tests/torchrec/test_torchrec_sharded.py::test_fused_kernel_names_unfused_tpu
 SERVING_QUICK := 'tests/serving/test_vllm.py::test_llama_greedy_equals_hf[strict]' \
   tests/serving/test_server.py::test_completions_greedy_equals_hf \
