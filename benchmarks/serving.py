@@ -58,6 +58,12 @@ def build_prompts(folder, count):
     return prompts
 
 
+def default_max_model_len(prompts, max_tokens):
+    """The smallest power of two that holds the longest prompt and its new tokens."""
+    need = max(len(x) for x in prompts) + max_tokens + 1
+    return 1 << (need - 1).bit_length()
+
+
 def kv_cache_bytes(folder, prompts, max_tokens, max_model_len, block_size=16):
     """KV-cache bytes for every request's blocks at once (+25 %, and one longest request, the least vLLM
     accepts), float32.
@@ -230,8 +236,7 @@ def main():
         folder = tiny_models.make_model("llama", os.path.join(workdir, "llama"))
         prompts = build_prompts(folder, args.prompts)
         if not args.max_model_len:
-            need = max(len(x) for x in prompts) + args.max_tokens + 1
-            args.max_model_len = 1 << (need - 1).bit_length()
+            args.max_model_len = default_max_model_len(prompts, args.max_tokens)
         args.kv_cache_bytes = (int(args.kv_cache_mib * (1 << 20)) if args.kv_cache_mib else
                                kv_cache_bytes(folder, prompts, args.max_tokens, args.max_model_len))
         prompts_file = os.path.join(workdir, "prompts.json")

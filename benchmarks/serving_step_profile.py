@@ -38,8 +38,7 @@ def main():
         folder = tiny_models.make_model("llama", os.path.join(workdir, "llama"))
         prompts = serving.build_prompts(folder, args.prompts)
         max_tokens = 128
-        need = max(map(len, prompts)) + max_tokens + 1
-        max_model_len = 1 << (need - 1).bit_length()
+        max_model_len = serving.default_max_model_len(prompts, max_tokens)
         llm = LLM(model=folder, dtype="float32", max_model_len=max_model_len, max_num_seqs=64,
                   max_num_batched_tokens=512, enforce_eager=True, seed=0,
                   kv_cache_memory_bytes=serving.kv_cache_bytes(folder, prompts, max_tokens, max_model_len))
