@@ -22,11 +22,17 @@ def _layer_caches(order, device):
     return [memory[i].permute(*inverse, 3) for i in range(2)], memory
 
 
-def _write_and_read(order, device):
+SLOTS = [5, 1, 9, 23, 17, -1]  # -1: a padded token, written to the null block 0
+
+
+def _entries():
     g = torch.Generator().manual_seed(0)
-    slots = torch.tensor([5, 1, 9, 23, 17, -1])  # -1: a padded token, written to the null block 0
-    key = torch.randn(len(slots), HEADS, HEAD, generator=g)
-    value = torch.randn(len(slots), HEADS, HEAD, generator=g)
+    return torch.randn(len(SLOTS), HEADS, HEAD, generator=g), torch.randn(len(SLOTS), HEADS, HEAD, generator=g)
+
+
+def _write_and_read(order, device):
+    slots = torch.tensor(SLOTS)
+    key, value = _entries()
     (first, second), memory = _layer_caches(order, device)
     impl = TpuAttentionImpl(num_heads=HEADS, head_size=HEAD, scale=1.0, num_kv_heads=HEADS)
     slot_mapping, key, value = (t.to(device) for t in (slots, key, value))
@@ -39,15 +45,12 @@ def _write_and_read(order, device):
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_written_entries_are_gathered_back(layout):
     keys, values, first, _ = _write_and_read(LAYOUTS[layout], "cpu")
-    g = torch.Generator().manual_seed(0)
-    slots = [5, 1, 9, 23, 17, 0]
-    key = torch.randn(len(slots), HEADS, HEAD, generator=g)
-    value = torch.randn(len(slots), HEADS, HEAD, generator=g)
+    key, value = _entries()
     expected_k = torch.zeros(HEADS, BLOCKS * BLOCK, HEAD)
     expected_v = torch.zeros(HEADS, BLOCKS * BLOCK, HEAD)
-    for i, s in enumerate(slots):
-        expected_k[:, s] = key[i]
-        expected_v[:, s] = value[i]
+    for i, s in enumerate(SLOTS):
+        expected_k[:, max(s, 0)] = key[i]
+        expected_v[:, max(s, 0)] = value[i]
     for token in range(2):
         assert torch.equal(keys[:, token], expected_k)
         assert torch.equal(values[:, token], expected_v)

@@ -157,12 +157,7 @@ class TpuAttentionImpl(AttentionImpl):
         entries = torch.stack([key, value])  # [2, tokens, kv_heads, head]
         if pages.rows.dtype != entries.dtype:
             entries = _quantize(entries, pages.rows.dtype, layer)
-        block, position = slots // pages.block_size, slots % pages.block_size
-        heads = torch.arange(self.num_kv_heads, device=slots.device)
-        page = pages.index(block[:, None], heads)  # [tokens, kv_heads]
-        half = torch.arange(2, device=slots.device)[:, None, None] * pages.block_size
-        rows = page * (2 * pages.block_size) + position[:, None] + half  # [2, tokens, kv_heads]
-        pages.rows[rows.reshape(-1)] = entries.reshape(-1, entries.shape[-1])
+        pages.write(slots, entries)
 
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output, output_scale=None,
                 output_block_scale=None):
@@ -236,6 +231,16 @@ class _CachePages:
     def index(self, block, head):
         """The page of (block, head) in the storage, counted in pages."""
         return self.first + block * self.block_pages + head * self.head_pages
+
+    def write(self, slots, entries):
+        """Keys and values entries [2, tokens, kv_heads, head] at the slots [tokens] (block * block_size +
+        position): one index_put_ of their rows."""
+        block, position = slots // self.block_size, slots % self.block_size
+        heads = torch.arange(entries.shape[2], device=slots.device)
+        page = self.index(block[:, None], heads)  # [tokens, kv_heads]
+        half = torch.arange(2, device=slots.device)[:, None, None] * self.block_size
+        rows = page * (2 * self.block_size) + position[:, None] + half  # [2, tokens, kv_heads]
+        self.rows[rows.reshape(-1)] = entries.reshape(-1, entries.shape[-1])
 
     def gather(self, table, num_kv_heads):
         """Keys and values of the blocks table [t, blocks] of every head: [kv_heads, t, blocks * block_size,
