@@ -31,7 +31,8 @@ TORCHREC_QUICK := tests/torchrec/test_torchrec_unsharded.py::test_embedding_bag_
   'tests/torchrec/test_torchrec_sharded.py::test_fixed_shape_dmp_compiles_nothing_after_warm_up[table_wise-sgd]' \
   'tests/torchrec/test_torchrec_sharded.py::test_fixed_shape_dmp_compiles_nothing_after_warm_up[column_wise-sgd]' \
   tests/torchrec/test_torchrec_unsharded.py::test_dlrm_steps_equal_cpu \
-  tests/torchrec/test_torchrec_sharded.py::test_fused_kernel_names_unfused_tpu
+  tests/torchrec/test_torchrec_sharded.py::test_fused_kernel_names_unfused_tpu \
+  tests/torchrec/test_torchrec_sharded.py::test_unfused_tpu_width_not_multiple_of_16_names_tables
 SERVING_QUICK := 'tests/serving/test_vllm.py::test_llama_greedy_equals_hf[strict]' \
   tests/serving/test_server.py::test_completions_greedy_equals_hf \
   tests/serving/test_server.py::test_streaming_concatenates_to_the_full_text

@@ -164,6 +164,24 @@ def test_fused_kernel_names_unfused_tpu():
             cls(config, device=torch.device("tpu"))
 
 
+def test_unfused_tpu_width_not_multiple_of_16_names_tables():
+    # torchrec's pooled unfused_tpu tables take widths in multiples of 16: the error names the table and the fixes.
+    import torch_tpu  # noqa: F401  (its import hook installs torch_tpu.torchrec.sharding with torchrec's kernels)
+    from torchrec.distributed.batched_embedding_kernel import BatchedTPUEmbedding, BatchedTPUEmbeddingBag
+    from torchrec.distributed.embedding_types import GroupedEmbeddingConfig, ShardedEmbeddingTable
+    from torchrec.modules.embedding_configs import DataType, PoolingType
+
+    tables = [ShardedEmbeddingTable(name=name, num_embeddings=10, embedding_dim=dim, feature_names=[f"f_{name}"],
+                                    local_rows=10, local_cols=dim) for name, dim in [("wide", 16), ("narrow", 8)]]
+    config = GroupedEmbeddingConfig(data_type=DataType.FP32, pooling=PoolingType.SUM, is_weighted=False,
+                                    has_feature_processor=False, compute_kernel=None, embedding_tables=tables)
+    with pytest.raises(ValueError, match=r"BatchedTPUEmbeddingBag on tpu: .* multiple of 16; the shards of 'narrow' "
+                                         r"\(8 columns\) are not\. Pad .* unsharded EmbeddingBagCollection"):
+        BatchedTPUEmbeddingBag(config, device=torch.device("tpu"))
+    # The sequence kernel (EmbeddingCollection's) has no such limit.
+    assert [w.shape[1] for w in BatchedTPUEmbedding(config, device=torch.device("tpu")).split_embedding_weights()] == [16, 8]
+
+
 def test_tpu_sharders_offer_only_what_runs():
     import torch_tpu  # noqa: F401
     import torchrec.experimental.torch_tpu.pallas.ops  # noqa: F401

@@ -11,7 +11,8 @@ device tpu beyond kernels; installed with torchrec's unfused_tpu ops (torch_tpu.
   from it never trains them. After each such kernel is built, its per-table weights (the parameters the lookups
   use) are listed there, as the DENSE kernel does; a group holding two shards of one table (column-wise on one
   rank) is left as torchrec made it.
-- The FUSED and DENSE compute kernels raise a NotImplementedError naming unfused_tpu when built for tpu (below).
+- The FUSED and DENSE compute kernels raise a NotImplementedError naming unfused_tpu when built for tpu (below);
+  unfused_tpu's ValueError for a table width not a multiple of 16 names the tables and what to do instead.
 """
 import inspect
 
@@ -31,11 +32,25 @@ def _tpu_dist(pg) -> bool:
         return False
 
 
+# torchrec's pooled unfused_tpu tables (TPUEmbeddingBagUnfused) take only widths that are multiples of 16 (the
+# TPU's lanes) and say only that; this names the tables and what to do.
+_DIM_MESSAGE = ("{kernel} on tpu: TorchRec's unfused_tpu compute kernel needs each pooled table shard's "
+                "embedding_dim to be a multiple of 16; the shards of {tables} are not. Pad those tables' embedding_dim "
+                "to a multiple of 16 (column-wise sharding: shard widths that are), or keep them out of "
+                "DistributedModelParallel: an unsharded EmbeddingBagCollection on tpu takes any embedding_dim")
+
+
 def _list_tpu_kernel_params(cls) -> None:
     init = cls.__init__
 
     def __init__(self, config, *args, **kwargs):
-        init(self, config, *args, **kwargs)
+        try:
+            init(self, config, *args, **kwargs)
+        except ValueError as e:
+            if "multiple of 16" not in str(e):
+                raise
+            raise ValueError(_DIM_MESSAGE.format(kernel=cls.__name__, tables=", ".join(
+                f"'{t.name}' ({t.local_cols} columns)" for t in config.embedding_tables if t.local_cols % 16))) from e
         if getattr(self, "_use_batched_lookup", False) or self._param_per_table:
             return
         names = [t.name for t in config.embedding_tables]
