@@ -1,4 +1,5 @@
-"""Tiny random-weight causal LMs saved as Hugging Face checkpoints, with a tokenizer trained here.
+"""Tiny random-weight causal LMs and a vision-language model (BLIP-2) saved as Hugging Face checkpoints, with a
+tokenizer trained here.
 
 Nothing is downloaded: the tokenizer is a byte-level BPE trained on a fixed corpus, the weights come from
 a seeded torch generator. Each model is written once per folder (the caller's tmp_path_factory).
@@ -139,3 +140,75 @@ def hf_log_softmax(folder: str, sequences):
     model = _hf_float64(folder)
     with torch.no_grad():
         return [torch.log_softmax(model(torch.tensor([ids])).logits[0], dim=-1) for ids in sequences]
+
+
+# A vision-language model: BLIP-2 (ViT vision tower, Q-Former, OPT text model). vLLM 0.32's LLaVA family cannot
+# be served here: llava.py imports pixtral.py, which imports transformers 5.23's torchvision image processor.
+VLM_QUERY_TOKENS = 8  # image tokens the processor puts before the prompt
+
+
+def vlm_images():
+    """Three seeded random RGB images of different sizes (the processor resizes each to 32 x 32)."""
+    import numpy as np
+    from PIL import Image
+
+    g = np.random.default_rng(0)
+    return [Image.fromarray(g.integers(0, 256, (h, w, 3), dtype=np.uint8)) for h, w in ((32, 32), (40, 56), (24, 64))]
+
+
+def vlm_requests():
+    """(prompt, image index) pairs: every image with each of three prompts."""
+    return [(p, i) for p in PROMPTS[:3] for i in range(3)]
+
+
+def make_vlm(folder: str) -> str:
+    """Writes a tiny random-weight BLIP-2 and its processor (the tokenizer above plus BLIP's PIL image
+    processor, so no torchvision) to `folder` (once) and returns the folder."""
+    import transformers as tf
+
+    if os.path.exists(os.path.join(folder, "config.json")):
+        return folder
+    tok = _tokenizer()
+    images = tf.BlipImageProcessorPil(size={"height": 32, "width": 32})
+    processor = tf.Blip2Processor(image_processor=images, tokenizer=tok, num_query_tokens=VLM_QUERY_TOKENS)
+    text = tf.OPTConfig(hidden_size=64, ffn_dim=128, num_hidden_layers=2, num_attention_heads=4,
+                        max_position_embeddings=512, word_embed_proj_dim=64, vocab_size=len(tok),  # <image> added
+                        bos_token_id=0, eos_token_id=1, pad_token_id=2)
+    config = tf.Blip2Config(
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8),
+        qformer_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                            encoder_hidden_size=32),
+        text_config=text.to_dict(), num_query_tokens=VLM_QUERY_TOKENS,
+        image_token_index=tok.convert_tokens_to_ids("<image>"))
+    torch.manual_seed(0)
+    model = tf.Blip2ForConditionalGeneration(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.2)
+    model.save_pretrained(folder)
+    processor.save_pretrained(folder)
+    return folder
+
+
+def hf_vlm_greedy(folder: str, requests, max_new_tokens: int):
+    """Hugging Face greedy tokens on CPU in float64 for (prompt, image index) requests: the processor's
+    input ids and pixel values (float32, as vLLM gets them, then float64), a plain argmax loop."""
+    import transformers as tf
+
+    processor = tf.AutoProcessor.from_pretrained(folder)
+    model = tf.AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float64)
+    images = vlm_images()
+    out = []
+    with torch.no_grad():
+        for prompt, i in requests:
+            inputs = processor(images=images[i], text=prompt, return_tensors="pt")
+            ids, pixels = inputs.input_ids, inputs.pixel_values.to(torch.float64)
+            new = []
+            for _ in range(max_new_tokens):
+                nxt = model(input_ids=ids, pixel_values=pixels).logits[0, -1].argmax().item()
+                new.append(nxt)
+                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+            out.append(new)
+    return out

@@ -106,6 +106,17 @@ class TpuPlatform(Platform):
         return path
 
     @classmethod
+    def get_vit_attn_backend(cls, head_size, dtype, backend=None):
+        # Multimodal encoders (MMEncoderAttention): torch's scaled_dot_product_attention, which runs on tpu.
+        # The base class refuses other backends with an assert; this says why, as a ValueError.
+        from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+        if backend is not None and backend != AttentionBackendEnum.TORCH_SDPA:
+            raise ValueError(f"tpu: mm_encoder_attn_backend {backend.name} is not supported; multimodal encoders "
+                             "run TORCH_SDPA (torch scaled_dot_product_attention) on tpu")
+        return AttentionBackendEnum.TORCH_SDPA
+
+    @classmethod
     def get_device_name(cls, device_id: int = 0) -> str:
         if _DEVICE == "cpu":
             return "cpu"
