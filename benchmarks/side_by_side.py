@@ -417,8 +417,9 @@ def report(key, results, engines):
     print(header)
     print("-" * len(header))
     ref = next((results[b]["last_loss"] for b in bases), None)
-    ref = ref if ref is not None else statistics.median(results[e]["last_loss"] for e in sps)
-    odd = [e for e in sps if abs(results[e]["last_loss"] - ref) > 1e-2 * abs(ref)]
+    if ref is None and sps:
+        ref = statistics.median(results[e]["last_loss"] for e in sps)
+    odd = [e for e in sps if ref is not None and abs(results[e]["last_loss"] - ref) > 1e-2 * abs(ref)]
     for e in engines:
         r = results[e]
         if e not in sps:
@@ -501,6 +502,8 @@ def main():
         if why:
             print(f"skipping {e}: {why}")
             engines.remove(e)
+    if not engines:
+        sys.exit("side_by_side: none of the engines asked for can run here (see above)")
     print(f"engines: {', '.join(engines)}; {args.rounds} rounds x {args.steps} steps, warm-up {args.warmup}; "
           f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cpus")
     everything = {}
