@@ -207,7 +207,8 @@ def _plugins_and_devices() -> Dict:
         chosen_path = _C._plugin_path()
         out["chosen"] = {"name": _C._plugin_name(), "path": chosen_path, "pjrt_api_version": f"{major}.{minor}",
                          "platform": _C._platform_name(), "platform_version": _C._platform_version(),
-                         "stablehlo_versions": list(_C._plugin_stablehlo_versions())}
+                         "stablehlo_versions": list(_C._plugin_stablehlo_versions()),
+                         "host_malloc": _C._host_memory_policy()}
     reasons = _runtime_errors(out["error"] or "", candidates)
     status = "failed" if started else "not tried"
     for (name, path), probe in zip(candidates, probes):

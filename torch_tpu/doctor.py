@@ -88,6 +88,8 @@ def _plugin_lines(env: Dict) -> List[str]:
         shlo_text = f", StableHLO {shlo[0]} (oldest read {shlo[1]})" if shlo and shlo[0] else ""
         lines.append(f"  runtime: plugin {ch['name']}, PJRT API {ch['pjrt_api_version']}, platform "
                      f"{ch['platform']} (version {ch['platform_version']}){shlo_text}")
+        if ch.get("host_malloc"):
+            lines.append(f"  host malloc: {ch['host_malloc']}")
     lines.append("")
     dev = p.get("devices")
     if dev is None:

@@ -12,6 +12,7 @@
 #include "csrc/aten/Guard.h"
 #include "csrc/aten/HostAllocator.h"
 #include "csrc/runtime/Executor.h"
+#include "csrc/runtime/HostMemoryPolicy.h"
 #include "csrc/runtime/Runtime.h"
 
 namespace py = pybind11;
@@ -50,6 +51,8 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& [name, path] : candidates) c.push_back({name, path});
     runtime::Runtime::configure(std::move(c));
   });
+  // glibc malloc's policy for large host blocks (csrc/runtime/HostMemoryPolicy.h), set by _configure_plugins.
+  m.def("_host_memory_policy", [] { return runtime::hostMemoryPolicy(); });
   m.def("_is_available", [] { return runtime::Runtime::available(); });
   // Starts the runtime, raising the error that says which plugins were tried.
   m.def("_init", [] {

@@ -1,5 +1,7 @@
 #include "Runtime.h"
 
+#include "HostMemoryPolicy.h"
+
 #include <mutex>
 #include <stdexcept>
 
@@ -16,10 +18,20 @@ const char* kInstallHint =
     "`pip install libtpu` (TPU), or point TORCH_TPU_PJRT_PLUGIN at a plugin .so. `python -m torch_tpu.doctor` reports what was "
     "found (plugins, versions, devices, cache, environment).";
 
+// A plugin whose device is the host: the CPU candidates, or an explicit plugin named so (xla_cpu_pjrt.so,
+// pjrt_c_api_cpu_plugin.so).
+bool isCpuPlugin(const PluginCandidate& c) {
+  if (c.name == "cpu") return true;
+  std::string file = c.path.substr(c.path.find_last_of('/') + 1);
+  return c.name == "TORCH_TPU_PJRT_PLUGIN" && file.find("cpu") != std::string::npos;
+}
+
 }  // namespace
 
 void Runtime::configure(std::vector<PluginCandidate> candidates) {
   std::lock_guard<std::mutex> lock(gMutex);
+  // Before any plugin thread exists (HostMemoryPolicy.h); the first candidate is the one that normally starts.
+  if (!gRuntime && !candidates.empty() && isCpuPlugin(candidates.front())) applyHostMemoryPolicy();
   gCandidates = std::move(candidates);
 }
 
