@@ -11,6 +11,7 @@ SHAPES = {  # name: (input shape, out features, bias)
     "3d": ((2, 3, 6), 4, True),
     "1d": ((6,), 3, True),
     "no_bias": ((2, 3, 6), 4, False),
+    "4d": ((2, 3, 3, 6), 4, True),
 }
 
 
@@ -41,6 +42,19 @@ def _within_cpu_error(got, want, exact):
 def test_linear_gradients_match_cpu(mode, name):
     _within_cpu_error(_grads(name, "tpu", torch.float32), _grads(name, "cpu", torch.float32),
                       _grads(name, "cpu", torch.float64))
+
+
+@pytest.mark.parametrize("name", ["3d", "4d", "2d"])
+def test_output_modified_in_place(mode, name):
+    # Linear then ReLU(inplace=True) (Swinv2's position-bias MLP): the output of a 3-d or wider input is addmm's
+    # result reshaped, and must not be a view autograd refuses to modify in place.
+    def run(device, dtype):
+        x, w, b = _leaves(name, device, dtype)
+        y = torch.relu_(F.linear(x, w, b))
+        y.backward(torch.linspace(-1, 1, y.numel(), dtype=torch.float64).reshape(y.shape).to(device, dtype))
+        return [y, x.grad, w.grad, b.grad]
+
+    _within_cpu_error(run("tpu", torch.float32), run("cpu", torch.float32), run("cpu", torch.float64))
 
 
 def test_strict_linear_backward_is_one_program():

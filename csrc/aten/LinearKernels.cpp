@@ -30,7 +30,12 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
                         const std::optional<Tensor>& bias) {
     ctx->save_for_backward({input, weight});
     ctx->saved_data["bias"] = bias.has_value() && bias->defined();  // else not an input of the node
-    return at::native::linear(input, weight, bias);
+    Tensor out = at::native::linear(input, weight, bias);
+    // For a contiguous input of 3 or more dims the composite returns addmm's result viewed back to the input's
+    // leading dims. A custom Function's output that is a view may not be modified in place (autograd refuses:
+    // the view+inplace logic would bypass this backward), but a plain linear's output may (ReLU(inplace=True)
+    // after a Linear): hand back the same memory with no view relationship, as matmul does.
+    return out.is_view() ? at::_unsafe_view(out, out.sizes()) : out;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
