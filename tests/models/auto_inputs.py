@@ -123,6 +123,17 @@ def audio_values(cfg, g, model_class=None):
     return torch.randn(BATCH, n, generator=g)
 
 
+def _conv1d_first(model_class):
+    """Whether forward feeds input_features straight into one of its nn.Conv1d layers (GLM-ASR's conv1): the
+    features go channels first, as Whisper's do, whatever the docstring says."""
+    try:
+        fwd, init = inspect.getsource(model_class.forward), inspect.getsource(model_class.__init__)
+    except (OSError, TypeError):
+        return False
+    return any(re.search(rf"self\.{m}\s*=\s*nn\.Conv1d\(", init)
+               for m in re.findall(r"self\.(\w+)\(input_features\b", fwd))
+
+
 def audio_features(cfg, g, model_class=None, frames=20):
     """Filterbank features, (batch, frames, features) or, where the docstring puts features first, transposed."""
     mel = get(cfg, "num_mel_bins")
@@ -135,7 +146,8 @@ def audio_features(cfg, g, model_class=None, frames=20):
     feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "n_mel_bins", "input_dim", "n_mels",
                "feature_projection_input_dim", default=80)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
-    if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")):
+    if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
+            or model_class is not None and _conv1d_first(model_class):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
 
@@ -177,7 +189,7 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             inputs["pixel_attention_mask"] = torch.ones(BATCH, side * side, dtype=torch.long)
         need = [n for n in need if n not in inputs]
     for n in sorted(need, key=lambda n: (n != "hidden_states", n != "past_values")):
-        if n == "pixel_values":
+        if n in ("pixel_values", "image"):  # BridgeTower's vision tower names its pixels `image`
             inputs[n] = image(cfg, g)
         elif n == "pixel_values_videos":
             inputs[n] = video(cfg, g)

@@ -122,6 +122,9 @@ OVERRIDES = {
     "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
     # Grouped 1x1 convolutions: the feed-forward size must divide by intermediate_groups (4).
     "squeezebert": dict(intermediate_size=FFN_MOE),
+    # The vision tower's attention has hidden_size // 64 heads (nn.MultiheadAttention): 64 wide at least.
+    "bridgetower": dict(vision_config=dict(hidden_size=64)),
+    "bridgetower_vision_model": dict(hidden_size=64),
     # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
     "step3p5": dict(sliding_window=4),
 }
@@ -182,7 +185,7 @@ def shrink(d):
         if isinstance(v, (list, tuple)):
             out[k] = _shrink_list(k, list(v), old_layers, min(old_layers, LAYERS) if old_layers else None)
             continue
-        if k in _HIDDEN_KEYS:
+        if k in _HIDDEN_KEYS or k.endswith("_hidden_size"):  # X-CLIP's mit_hidden_size
             out[k] = min(v, HIDDEN)
         elif k in _LAYER_KEYS:
             out[k] = min(v, LAYERS)
@@ -192,7 +195,7 @@ def shrink(d):
             # Multi-head attention stays so (MLA's key/value heads are the query heads); GQA gets 2.
             heads = d.get(k.replace("key_value", "attention").replace("kv_heads", "heads"), d.get("num_attention_heads"))
             out[k] = min(v, HEADS_N) if v == heads else min(v, KV_HEADS)
-        elif k in _FFN_KEYS:
+        elif k in _FFN_KEYS or k.endswith("_intermediate_size"):
             out[k] = min(v, FFN_MOE if has_experts else FFN)
         elif k in _EXPERT_KEYS:
             out[k] = min(v, EXPERTS)
@@ -267,9 +270,12 @@ def shrink(d):
                     and not k.startswith(("codebook_size", "sliding", "max_", "chunk")):
                 out[k] = out["hidden_size"]
     # EfficientNet-family widths (ALIGN's vision tower): every stage's channels scale by width_coefficient and the
-    # top convolution is 1280 of them; a width making the last stage 32 channels, hidden_dim the top's.
+    # top convolution is 1280 of them; a width making the last stage 32 channels, hidden_dim the top's. Blocks per
+    # stage scale by depth_coefficient (B7's 3.1: 55 blocks): 0.5 leaves 10.
     if isinstance(out.get("width_coefficient"), float) and isinstance(out.get("depth_divisor"), int):
         out["width_coefficient"] = 0.1
+        if isinstance(out.get("depth_coefficient"), float):
+            out["depth_coefficient"] = min(out["depth_coefficient"], 0.5)
         if isinstance(out.get("hidden_dim"), int):
             div = out["depth_divisor"]
             out["hidden_dim"] = max(div, int(1280 * 0.1 + div / 2) // div * div)
@@ -313,13 +319,16 @@ def shrink(d):
                     out[offset] = out[offset] % layers
     # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
     # stage of the 32-pixel image (16, 8, 4, 2 tokens a side) holds whole windows.
-    if isinstance(out.get("depths"), list) and isinstance(out.get("window_size"), int) and out["window_size"] > 2:
+    if isinstance(out.get("depths"), list) and isinstance(out.get("window_size"), int) and out["window_size"] > 2 \
+            and isinstance(out.get("patch_size"), int):  # (Florence-2's per-stage patch lists work as they are)
         out.update(window_size=2, patch_size=2)
     if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
         out["num_layers"] = len(out["depths"])
     # Encoder-decoders whose decoder start token is unset (labels are shifted right from it).
     if "decoder_start_token_id" in out and out["decoder_start_token_id"] is None and out.get("is_encoder_decoder"):
         out["decoder_start_token_id"] = 2
+        if "pad_token_id" in out and out["pad_token_id"] is None:  # labels' -100 become the pad token
+            out["pad_token_id"] = 0
     # Probabilistic forecasters (lags_sequence) leave the horizon unset and refuse to build without one.
     if "lags_sequence" in out and out.get("prediction_length") is None:
         out["prediction_length"] = 4
@@ -380,7 +389,8 @@ def tiny_config(model_type):
     cls = transformers.CONFIG_MAPPING[model_type]
     d = shrink(cls().to_dict())
     _default_mrope_sections(cls, d)
-    d.update(OVERRIDES.get(model_type, {}))
+    for k, v in OVERRIDES.get(model_type, {}).items():  # a dict merges into the sub-config's dict
+        d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
     for k in _DROP:
         d.pop(k, None)
     d.pop("model_type", None)
