@@ -75,8 +75,10 @@ def video(cfg, g, frames=None):
 
 
 def is_video_model(model_class, cfg):
-    """Whether `pixel_values` are videos: a frame count in the config, or a video class (InstructBLIP-Video)."""
-    return isinstance(get(cfg, "num_frames"), int) or "Video" in model_class.__name__
+    """Whether `pixel_values` are videos: a frame count in the config, or a video class (InstructBLIP-Video) other
+    than its vision tower (frames folded into the batch)."""
+    name = model_class.__name__
+    return isinstance(get(cfg, "num_frames"), int) or "Video" in name and not name.endswith("VisionModel")
 
 
 def grid_patches(cfg, g, n=BATCH):

@@ -320,7 +320,8 @@ def shrink(d):
     # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
     # stage of the 32-pixel image (16, 8, 4, 2 tokens a side) holds whole windows.
     if isinstance(out.get("depths"), list) and isinstance(out.get("window_size"), int) and out["window_size"] > 2 \
-            and isinstance(out.get("patch_size"), int):  # (Florence-2's per-stage patch lists work as they are)
+            and isinstance(out.get("patch_size"), int) and out["patch_size"] > 2:
+        # (Florence-2's per-stage patch lists and Swin2SR's 1-pixel patches work as they are)
         out.update(window_size=2, patch_size=2)
     if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
         out["num_layers"] = len(out["depths"])
