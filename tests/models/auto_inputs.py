@@ -27,10 +27,16 @@ AUDIO_SAMPLES = 1600
 VOCAB = 99
 
 
+def _sub_configs(cfg):
+    """The config's other sub-configs (Canary's encoder_config, NeuCodec's semantic_model_config...)."""
+    return [v for k, v in vars(cfg).items() if not k.startswith("_") and hasattr(v, "to_dict")
+            and k not in ("vision_config", "audio_config", "encoder", "text_config", "decoder", "decoder_config")]
+
+
 def get(cfg, *keys, default=None):
-    """The first of `keys` set on the config or its vision / audio / encoder sub-config."""
+    """The first of `keys` set on the config, its vision / audio / encoder sub-config, or another non-text one."""
     for c in (cfg, getattr(cfg, "vision_config", None), getattr(cfg, "audio_config", None),
-              getattr(cfg, "encoder", None)):
+              getattr(cfg, "encoder", None), *_sub_configs(cfg)):
         if c is None:
             continue
         for k in keys:
@@ -66,6 +72,13 @@ def video(cfg, g, frames=None):
     tubelet = _int(get(cfg, "tubelet_size"), 1)
     frames = max(tubelet, min(frames, 16) // tubelet * tubelet)
     return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
+
+
+def is_video_model(model_class, cfg):
+    """Whether `pixel_values` are videos: a frame count in the config, or a video class (InstructBLIP-Video) other
+    than its vision tower (frames folded into the batch)."""
+    name = model_class.__name__
+    return isinstance(get(cfg, "num_frames"), int) or "Video" in name and not name.endswith("VisionModel")
 
 
 def grid_patches(cfg, g, n=BATCH):
@@ -112,6 +125,17 @@ def audio_values(cfg, g, model_class=None):
     return torch.randn(BATCH, n, generator=g)
 
 
+def _conv1d_first(model_class):
+    """Whether forward feeds input_features straight into one of its nn.Conv1d layers (GLM-ASR's conv1): the
+    features go channels first, as Whisper's do, whatever the docstring says."""
+    try:
+        fwd, init = inspect.getsource(model_class.forward), inspect.getsource(model_class.__init__)
+    except (OSError, TypeError):
+        return False
+    return any(re.search(rf"self\.{m}\s*=\s*nn\.Conv1d\(", init)
+               for m in re.findall(r"self\.(\w+)\(input_features\b", fwd))
+
+
 def audio_features(cfg, g, model_class=None, frames=20):
     """Filterbank features, (batch, frames, features) or, where the docstring puts features first, transposed."""
     mel = get(cfg, "num_mel_bins")
@@ -121,9 +145,11 @@ def audio_features(cfg, g, model_class=None, frames=20):
         frames = 2 * n_window
     elif mel and src and 2 * src <= 3000:  # Whisper-like: mel x 2 * max_source_positions
         return torch.randn(BATCH, mel, 2 * src, generator=g)
-    feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "input_dim", "n_mels", default=80)
+    feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "n_mel_bins", "input_dim", "n_mels",
+               "feature_projection_input_dim", default=80)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
-    if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")):
+    if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
+            or model_class is not None and _conv1d_first(model_class):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
 
@@ -165,7 +191,7 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             inputs["pixel_attention_mask"] = torch.ones(BATCH, side * side, dtype=torch.long)
         need = [n for n in need if n not in inputs]
     for n in sorted(need, key=lambda n: (n != "hidden_states", n != "past_values")):
-        if n == "pixel_values":
+        if n in ("pixel_values", "image"):  # BridgeTower's vision tower names its pixels `image`
             inputs[n] = image(cfg, g)
         elif n == "pixel_values_videos":
             inputs[n] = video(cfg, g)
@@ -188,8 +214,17 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             inputs[n] = torch.randn(BATCH, SEQ, _int(get(cfg, "model_in_dim", "num_mel_bins"), 80), generator=g)
         elif n == "past_values":  # time series: (batch, context, channels), or (batch, context) univariate
             ctx = _int(get(cfg, "context_length", "context_len"), 32)
+            lags = get(cfg, "lags_sequence")
+            if isinstance(lags, (list, tuple)) and lags:  # lag features look back max(lags) steps further
+                ctx += max(lags)
             ch = _int(get(cfg, "num_input_channels"), None)
             inputs[n] = torch.randn(*((BATCH, ctx, ch) if ch else (BATCH, ctx)), generator=g)
+        elif n in ("past_time_features", "past_observed_mask") and "past_values" in inputs:
+            # Lag-based forecasters (TimeSeriesTransformer, Informer, Autoformer): the time features and an
+            # all-observed mask over the same steps (past_values is sized for the lags below).
+            b, t = inputs["past_values"].shape[:2]
+            inputs[n] = (torch.randn(b, t, _int(get(cfg, "num_time_features"), 0), generator=g)
+                         if n == "past_time_features" else torch.ones(inputs["past_values"].shape))
         elif n == "past_values_padding" and "past_values" in inputs:  # nothing padded
             inputs[n] = torch.zeros(inputs["past_values"].shape[:2])
         elif n == "freq":  # TimesFM's frequency class (0: high)

@@ -122,6 +122,9 @@ OVERRIDES = {
     "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
     # Grouped 1x1 convolutions: the feed-forward size must divide by intermediate_groups (4).
     "squeezebert": dict(intermediate_size=FFN_MOE),
+    # The vision tower's attention has hidden_size // 64 heads (nn.MultiheadAttention): 64 wide at least.
+    "bridgetower": dict(vision_config=dict(hidden_size=64)),
+    "bridgetower_vision_model": dict(hidden_size=64),
     # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
     "step3p5": dict(sliding_window=4),
 }
@@ -156,6 +159,9 @@ def shrink(d):
     d = dict(d)
     old_layers = next((d[k] for k in ("num_hidden_layers", "num_layers", "n_layer", "n_layers")
                        if isinstance(d.get(k), int)), None)
+    if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]) \
+            and not isinstance(d.get("num_hidden_layers"), int):
+        old_layers = None  # Swin's num_layers counts stages: per-stage lists (pretrained_window_sizes) keep theirs
     has_experts = any(isinstance(d.get(k), int) and d[k] > 1 for k in _EXPERT_KEYS)
     out = {}
     for k, v in d.items():
@@ -179,7 +185,7 @@ def shrink(d):
         if isinstance(v, (list, tuple)):
             out[k] = _shrink_list(k, list(v), old_layers, min(old_layers, LAYERS) if old_layers else None)
             continue
-        if k in _HIDDEN_KEYS:
+        if k in _HIDDEN_KEYS or k.endswith("_hidden_size"):  # X-CLIP's mit_hidden_size
             out[k] = min(v, HIDDEN)
         elif k in _LAYER_KEYS:
             out[k] = min(v, LAYERS)
@@ -189,7 +195,7 @@ def shrink(d):
             # Multi-head attention stays so (MLA's key/value heads are the query heads); GQA gets 2.
             heads = d.get(k.replace("key_value", "attention").replace("kv_heads", "heads"), d.get("num_attention_heads"))
             out[k] = min(v, HEADS_N) if v == heads else min(v, KV_HEADS)
-        elif k in _FFN_KEYS:
+        elif k in _FFN_KEYS or k.endswith("_intermediate_size"):
             out[k] = min(v, FFN_MOE if has_experts else FFN)
         elif k in _EXPERT_KEYS:
             out[k] = min(v, EXPERTS)
@@ -205,7 +211,9 @@ def shrink(d):
             out[k] = min(v, PATCH)
         elif k in _POS_KEYS:
             out[k] = min(v, 512)
-        elif k in ("n_group", "topk_group"):
+        elif k == "num_frames":  # video models: a few frames, a whole number of (2-frame) tubelets
+            out[k] = min(v, 4)
+        elif k in ("n_group", "topk_group", "num_expert_group"):
             out[k] = 1
         elif k in ("rotary_dim", "partial_rotary_dim"):
             out[k] = min(v, 4)
@@ -244,9 +252,39 @@ def shrink(d):
     for k in ("out_features", "out_indices"):
         if out.get(k) is not None and isinstance(out[k], list) and k != kept:
             out[k] = None
-    # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size.
+    # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size; a head size that
+    # was the sum of the rotary and the plain parts (qk_head_dim; Mistral 4's head_dim) stays that sum.
     if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
         out["head_dim"] = out["qk_rope_head_dim"]
+    if all(isinstance(d.get(k), int) for k in ("qk_rope_head_dim", "qk_nope_head_dim")):
+        both = d["qk_rope_head_dim"] + d["qk_nope_head_dim"]
+        for k in ("qk_head_dim", "head_dim"):
+            if d.get(k) == both:
+                out[k] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
+    # Sizes equal to the hidden size in the defaults (codebook_dim, pooler_output_size, lru_width, adapter
+    # inputs...) are tied to it: they follow the new hidden size.
+    if isinstance(d.get("hidden_size"), int) and d["hidden_size"] > HIDDEN and isinstance(out.get("hidden_size"), int):
+        for k, v in d.items():
+            if v == d["hidden_size"] and out.get(k) == v and not isinstance(v, bool) \
+                    and k.endswith(("_dim", "_size", "_width", "_channels", "_channel")) \
+                    and not k.startswith(("codebook_size", "sliding", "max_", "chunk")):
+                out[k] = out["hidden_size"]
+    # EfficientNet-family widths (ALIGN's vision tower): every stage's channels scale by width_coefficient and the
+    # top convolution is 1280 of them; a width making the last stage 32 channels, hidden_dim the top's. Blocks per
+    # stage scale by depth_coefficient (B7's 3.1: 55 blocks): 0.5 leaves 10.
+    if isinstance(out.get("width_coefficient"), float) and isinstance(out.get("depth_divisor"), int):
+        out["width_coefficient"] = 0.1
+        if isinstance(out.get("depth_coefficient"), float):
+            out["depth_coefficient"] = min(out["depth_coefficient"], 0.5)
+        if isinstance(out.get("hidden_dim"), int):
+            div = out["depth_divisor"]
+            out["hidden_dim"] = max(div, int(1280 * 0.1 + div / 2) // div * div)
+    # Vision-language configs that leave the image/video placeholder token unset (BLIP-2's image_token_index):
+    # an id in the tiny vocabulary, which their forward compares input_ids with.
+    if isinstance(out.get("vision_config"), dict):
+        for k in ("image_token_index", "image_token_id", "video_token_index", "video_token_id"):
+            if k in out and out[k] is None:
+                out[k] = VOCAB - 1 - (sum(map(ord, k)) % 8)
     # Mamba-2 heads: n_heads x d_head = expand x hidden (or the explicit SSM size, made that again).
     if isinstance(out.get("mamba_n_heads"), int) and isinstance(out.get("hidden_size"), int):
         out["mamba_n_heads"] = min(out["mamba_n_heads"], HEADS_N)
@@ -279,6 +317,22 @@ def shrink(d):
                 out[k] = layers
                 if isinstance(out.get(offset), int):
                     out[offset] = out[offset] % layers
+    # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
+    # stage of the 32-pixel image (16, 8, 4, 2 tokens a side) holds whole windows.
+    if isinstance(out.get("depths"), list) and isinstance(out.get("window_size"), int) and out["window_size"] > 2 \
+            and isinstance(out.get("patch_size"), int) and out["patch_size"] > 2:
+        # (Florence-2's per-stage patch lists and Swin2SR's 1-pixel patches work as they are)
+        out.update(window_size=2, patch_size=2)
+    if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
+        out["num_layers"] = len(out["depths"])
+    # Encoder-decoders whose decoder start token is unset (labels are shifted right from it).
+    if "decoder_start_token_id" in out and out["decoder_start_token_id"] is None and out.get("is_encoder_decoder"):
+        out["decoder_start_token_id"] = 2
+        if "pad_token_id" in out and out["pad_token_id"] is None:  # labels' -100 become the pad token
+            out["pad_token_id"] = 0
+    # Probabilistic forecasters (lags_sequence) leave the horizon unset and refuse to build without one.
+    if "lags_sequence" in out and out.get("prediction_length") is None:
+        out["prediction_length"] = 4
     # Layer counts that list per-layer patterns (layer_types) must match the new count.
     for k in ("layer_types",):
         if isinstance(out.get(k), list) and old_layers and isinstance(out.get("num_hidden_layers"), int):
@@ -304,11 +358,19 @@ def _uses_default_mrope(cls):
         return '"mrope_section", [' in f.read()
 
 
+def _sub_dicts(d):
+    """d and its nested sub-config dicts, at any depth (ColQwen2: vlm_config.text_config)."""
+    yield d
+    for v in d.values():
+        if isinstance(v, dict):
+            yield from _sub_dicts(v)
+
+
 def _default_mrope_sections(cls, d):
     """Models whose rotary embedding falls back to a built-in mrope_section (GLM-4V's [8, 12, 12]) when the config
     has none (the config's own modeling module, or a sub-config's: GLM-4.6V's text model is GLM-4V's): sections
     summing to half the shrunk rotary size, written into each rope_parameters that lacks them."""
-    for holder in [d] + [v for v in d.values() if isinstance(v, dict)]:
+    for holder in _sub_dicts(d):
         rope = holder.get("rope_parameters")
         if not isinstance(rope, dict) or rope.get("mrope_section"):
             continue
@@ -328,7 +390,8 @@ def tiny_config(model_type):
     cls = transformers.CONFIG_MAPPING[model_type]
     d = shrink(cls().to_dict())
     _default_mrope_sections(cls, d)
-    d.update(OVERRIDES.get(model_type, {}))
+    for k, v in OVERRIDES.get(model_type, {}).items():  # a dict merges into the sub-config's dict
+        d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
     for k in _DROP:
         d.pop(k, None)
     d.pop("model_type", None)
@@ -424,7 +487,7 @@ _get = auto_inputs.get
 
 
 def _image_tokens(cfg):
-    return any(getattr(cfg, k, None) is not None for k in ("image_token_id", "image_token_index"))
+    return any(getattr(cfg, k, None) is not None for k in ("image_token_id", "image_token_index", "video_token_index"))
 
 
 def make_inputs(model_class, cfg, task, seed):
@@ -459,6 +522,8 @@ def make_inputs(model_class, cfg, task, seed):
         dims = auto_inputs.doc_shape(model_class, "pixel_values")
         if dims and len(dims) == 5:  # videos, or image pairs (keypoint matchers): (batch, frames, C, H, W)
             inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
+        elif auto_inputs.is_video_model(model_class, cfg):  # generic docstrings say 4-D even for videos
+            inputs = dict(pixel_values=auto_inputs.video(cfg, g))
     elif name == "input_values":
         mel = _get(cfg, "num_mel_bins")
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
@@ -493,8 +558,10 @@ def make_inputs(model_class, cfg, task, seed):
         raise NotImplementedError(f"no synthetic input for main_input_name {name!r}")
     # Two-tower models (CLIP-like: a text and a vision/audio config): both towers' inputs. Vision-language
     # decoders (an image token id in the config) run text-only: their image features need matching tokens.
+    # (An image-first model with placeholder tokens, InstructBLIP, still gets the text it needs besides the image.)
     text_like = "input_ids" in params and "input_ids" not in inputs
-    if getattr(cfg, "text_config", None) is not None and text_like and not _image_tokens(cfg):
+    if getattr(cfg, "text_config", None) is not None and text_like \
+            and (not _image_tokens(cfg) or "pixel_values" in inputs):
         ids = _ids(g, (BATCH, SEQ), 3, hi)
         inputs.update(input_ids=ids)
         if "attention_mask" in params:
@@ -507,6 +574,8 @@ def make_inputs(model_class, cfg, task, seed):
         size = size[0] if isinstance(size, (list, tuple)) else size
         inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
                                              generator=g)
+        if auto_inputs.is_video_model(model_class, vc):  # X-CLIP: the vision tower takes frames
+            inputs["pixel_values"] = auto_inputs.video(vc, g)
     if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional
         auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["visual_feats"])
     if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
