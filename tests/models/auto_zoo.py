@@ -325,8 +325,9 @@ def shrink(d):
         out.update(window_size=2, patch_size=2)
     if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
         out["num_layers"] = len(out["depths"])
-    # Encoder-decoders whose decoder start token is unset (labels are shifted right from it).
-    if "decoder_start_token_id" in out and out["decoder_start_token_id"] is None and out.get("is_encoder_decoder"):
+    # Encoder-decoders whose decoder start token is unset (labels are shifted right from it), or not a field of
+    # the config at all (T5's is in its generation config in transformers 5, but _shift_right reads the config).
+    if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None:
         out["decoder_start_token_id"] = 2
         if "pad_token_id" in out and out["pad_token_id"] is None:  # labels' -100 become the pad token
             out["pad_token_id"] = 0
