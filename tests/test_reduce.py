@@ -458,3 +458,28 @@ def test_clip_grad_norm(mode):
     assert_close(got, want)
     for p, q in zip(ps, qs):
         assert_close(q.grad, p.grad)
+
+
+# argmax / argmin and max.dim / min.dim lower to the extremum, then the first index holding it (Reduce.cpp
+# argReduce): ties, NaN (the first NaN wins, as on CPU), signed zeros and infinities, against CPU exactly.
+ARG_CASES = {
+    "ties": torch.tensor([[2.0, 2.0, 1.0, 0.0], [1.0, 3.0, 3.0, 3.0], [-1.0, -1.0, -1.0, -1.0]]),
+    "nan": torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [float("nan"), 0.0, 5.0, 1.0],
+                         [4.0, 2.0, 1.0, 0.0]]),
+    "zeros_inf": torch.tensor([[-0.0, 0.0, -1.0, -0.0], [float("-inf"), float("-inf"), float("-inf"), 1.0],
+                               [float("inf"), 1.0, float("inf"), 0.0]]),
+    "int": torch.tensor([[3, 1, 3, 0], [-2, -2, -5, -2], [7, 8, 8, 1]]),
+    "half": torch.tensor([[0.5, 0.25, 0.5, 0.75]], dtype=torch.float16),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARG_CASES))
+def test_arg_extremum_ties_nan_and_zeros(mode, case):
+    x = ARG_CASES[case]
+    for fn in (torch.argmax, torch.argmin):
+        for dim in (None, 0, 1, -1):
+            assert torch.equal(fn(x.to("tpu"), dim).cpu(), fn(x, dim)), (fn.__name__, dim)
+    for fn in (torch.max, torch.min):
+        got, want = fn(x.to("tpu"), 1), fn(x, 1)
+        assert torch.equal(got.indices.cpu(), want.indices), fn.__name__
+        torch.testing.assert_close(got.values.cpu(), want.values, rtol=0, atol=0, equal_nan=True)
