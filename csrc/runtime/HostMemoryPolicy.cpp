@@ -23,7 +23,7 @@ void applyHostMemoryPolicy() {
                                 " is not a host malloc policy: use keep (the default on the CPU plugins: large "
                                 "blocks stay mapped between program runs) or system (glibc's defaults)");
   }
-  // Each call returns 1 on success; glibc ignores none of these values.
+  // mallopt returns 1 for a setting it took.
   bool ok = mallopt(M_ARENA_MAX, 1) == 1 && mallopt(M_MMAP_MAX, 0) == 1 &&
             mallopt(M_TRIM_THRESHOLD, kTrimAbove) == 1;
   gPolicy = ok ? "keep (glibc malloc: one arena, no mmap, trim above 1 GiB)"
