@@ -121,17 +121,19 @@ def hf_greedy(folder: str, prompts, max_new_tokens: int):
 
     tok = tf.AutoTokenizer.from_pretrained(folder)
     model = _hf_float64(folder)
-    out = []
     with torch.no_grad():
-        for p in prompts:
-            ids = tok(p, return_tensors="pt").input_ids
-            new = []
-            for _ in range(max_new_tokens):
-                nxt = model(ids).logits[0, -1].argmax().item()
-                new.append(nxt)
-                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-            out.append(new)
-    return out
+        return [_argmax_loop(lambda ids: model(ids).logits[0, -1], tok(p, return_tensors="pt").input_ids,
+                             max_new_tokens) for p in prompts]
+
+
+def _argmax_loop(last_logits, ids, max_new_tokens: int):
+    """max_new_tokens greedy tokens after ids: last_logits(ids) is the next token's logits."""
+    new = []
+    for _ in range(max_new_tokens):
+        nxt = last_logits(ids).argmax().item()
+        new.append(nxt)
+        ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+    return new
 
 
 def hf_log_softmax(folder: str, sequences):
@@ -204,11 +206,7 @@ def hf_vlm_greedy(folder: str, requests, max_new_tokens: int):
     with torch.no_grad():
         for prompt, i in requests:
             inputs = processor(images=images[i], text=prompt, return_tensors="pt")
-            ids, pixels = inputs.input_ids, inputs.pixel_values.to(torch.float64)
-            new = []
-            for _ in range(max_new_tokens):
-                nxt = model(input_ids=ids, pixel_values=pixels).logits[0, -1].argmax().item()
-                new.append(nxt)
-                ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
-            out.append(new)
+            pixels = inputs.pixel_values.to(torch.float64)
+            out.append(_argmax_loop(lambda ids: model(input_ids=ids, pixel_values=pixels).logits[0, -1],
+                                    inputs.input_ids, max_new_tokens))
     return out
