@@ -8,6 +8,10 @@ BufferReaper& BufferReaper::get() {
 }
 
 void BufferReaper::retire(std::vector<std::shared_ptr<pjrt::Buffer>>& buffers) {
+  // A reference that is not the last is dropped here (a decrement, nothing freed): the queue then
+  // never shares a buffer with a storage, so how far the thread has got cannot decide whether a
+  // later program may donate that storage's buffer (part of its signature).
+  std::erase_if(buffers, [](const std::shared_ptr<pjrt::Buffer>& b) { return b.use_count() != 1; });
   if (buffers.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);

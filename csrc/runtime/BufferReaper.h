@@ -17,8 +17,8 @@ namespace tpu::runtime {
 class BufferReaper {
  public:
   static BufferReaper& get();
-  // Drops these references on the reaper's thread (a buffer still referenced elsewhere
-  // lives on); `buffers` is left empty.
+  // Drops these references on the reaper's thread, those that are not the last at once (a
+  // buffer still referenced elsewhere lives on); `buffers` is left empty.
   void retire(std::vector<std::shared_ptr<pjrt::Buffer>>& buffers);
   // Returns once everything retired so far has been dropped (synchronize, exit).
   void drain();

@@ -106,7 +106,7 @@ Value allFinite(hlo::Builder& b, const std::vector<Value>& values) {
 
 // Only the storage holds the buffer (no pending download, fused graph or other reference; programs
 // still reading it are ordered before a donating one by PJRT), and it is not host memory on loan.
-bool donatable(const DeviceStorage& s) {
+bool onlyStorageHolds(const DeviceStorage& s) {
   if (!s.buffer || s.buffer.use_count() != 1) return false;
   return s.lent.owner_before(s.buffer) || s.buffer.owner_before(s.lent);
 }
@@ -121,6 +121,17 @@ int32_t storageIndex(std::vector<DeviceStorage*>& storages, DeviceStorage* s) {
 }  // namespace
 
 int64_t newOpId() { return gNextOpId++; }
+
+bool Executor::donatable(const DeviceStorage& s) {
+  if (onlyStorageHolds(s)) return true;
+  if (!s.buffer) return false;
+  // Whether a buffer is donated is part of the program's signature: an earlier graph's hold, which
+  // only says how far the device has got, must not decide it (the same step would compile again
+  // whenever the host is ahead of the device).
+  std::lock_guard<std::mutex> lock(mutex_);
+  fusedGraph_.dropRunningHolds(s.buffer.get());
+  return onlyStorageHolds(s);
+}
 
 static size_t memoryCacheBound() {
   // Programs kept loaded (TORCH_TPU_MEMORY_CACHE_MAX): ~3-10 memory mappings each on

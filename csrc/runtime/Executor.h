@@ -146,6 +146,9 @@ class Executor {
                                  const std::vector<DeviceStorage*>& storages, const std::vector<char>& donate,
                                  bool checkNonFinite);
   std::shared_ptr<pjrt::Buffer> flagBuffer(int device);
+  // An in-place write may hand the storage's buffer to XLA: only the storage holds it once launched
+  // graphs' holds are dropped, and it is not host memory on loan.
+  bool donatable(const DeviceStorage& s);
   void checkFlags(bool atOp);
   void debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
                   const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);

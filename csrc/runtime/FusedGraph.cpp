@@ -275,12 +275,6 @@ void FusedGraph::dropRunningHolds(const pjrt::Buffer* buffer) {
       if (in.get() == buffer) in.reset();
 }
 
-void FusedGraph::releaseTransientHolds(const pjrt::Buffer* buffer) {
-  dropRunningHolds(buffer);
-  // A finished graph's inputs go to the reaper, which may not have dropped them yet.
-  BufferReaper::get().drain();
-}
-
 FusedStats FusedGraph::stats() const {
   FusedStats s = stats_;
   for (const RunningGraph& r : running_) s.runningGraphs += !r.done.ready();
@@ -315,7 +309,7 @@ size_t FusedGraph::donateOverwrittenBuffers(const std::vector<DeviceStorage*>& o
     // Whether a buffer is donated is part of the module text: a hold that only says how far the
     // device has got (an earlier graph's inputs) must not decide it, or the same step compiles
     // again whenever the host is ahead of the device.
-    if (p.buffer.use_count() != 2) releaseTransientHolds(p.buffer.get());
+    if (p.buffer.use_count() != 2) dropRunningHolds(p.buffer.get());
     if (p.buffer.use_count() != 2) continue;
     b_->aliasParameter(it->second, static_cast<int32_t>(r));
     ++donated;
@@ -551,7 +545,7 @@ void FusedGraph::replay(const CapturedGraph& g, const std::vector<DeviceStorage*
     DeviceStorage* s = inputs.at(p);
     if (!s || !s->buffer || s->inGraph || s->elem != cp.elem || s->nbytes != cp.nbytes)
       throw std::runtime_error("torch_tpu: compiled graph replay: input storage does not match its capture");
-    if (cp.donated && s->buffer.use_count() != 1) releaseTransientHolds(s->buffer.get());
+    if (cp.donated && s->buffer.use_count() != 1) dropRunningHolds(s->buffer.get());
     if (cp.donated && s->buffer.use_count() != 1)
       throw std::runtime_error("torch_tpu: compiled graph replay: a donated input buffer is shared");
     donated += cp.donated;
@@ -622,7 +616,7 @@ void FusedGraph::flushReplay(const char* reason) {
     const std::shared_ptr<pjrt::Buffer>& buf = boundBuffers_[p];
     DeviceStorage* s = order_[rec->params[p].index];
     auto others = [&] { return buf.use_count() - 1 - (s && s->buffer == buf ? 1 : 0); };
-    if (others() != 0) releaseTransientHolds(buf.get());
+    if (others() != 0) dropRunningHolds(buf.get());
     ok = others() == 0;
   }
   if (!ok) {

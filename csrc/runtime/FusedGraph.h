@@ -107,6 +107,9 @@ class FusedGraph final : public TraceContext {
     runningGraphs_ = 0;
     return std::exchange(running_, {});
   }
+  // Drops launched graphs' references to `buffer` (they only say how far the device has got): after it,
+  // only storages, a host transfer or the graph being built hold it. Callers hold the executor lock.
+  void dropRunningHolds(const pjrt::Buffer* buffer);
   FusedStats stats() const;
   // Programs kept in memory by module text, and dropping their least recently used half.
   size_t cachedPrograms() const { return cache_.size(); }
@@ -141,10 +144,6 @@ class FusedGraph final : public TraceContext {
   void touchSlot(DeviceStorage* s);
   void releaseFinished();
   void pushRunning(RunningGraph run);
-  void dropRunningHolds(const pjrt::Buffer* buffer);
-  // dropRunningHolds, and waits for the reaper to drop finished graphs' references: after it, only
-  // storages, a host transfer or the graph being built hold the buffer.
-  void releaseTransientHolds(const pjrt::Buffer* buffer);
   size_t donateOverwrittenBuffers(const std::vector<DeviceStorage*>& outputs, const std::vector<hlo::Value>& rets);
 
   std::unique_ptr<hlo::Builder> b_;
