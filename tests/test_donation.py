@@ -75,6 +75,29 @@ def test_pending_download_is_not_donated():
         assert donated() == before + 1
 
 
+def test_graph_still_running_does_not_decide_donation():
+    # A compiled graph that reads w may still run when the optimizer's in-place add comes. Its hold on
+    # w only says how far the device has got: donation (part of the add's program) must not depend on it.
+    def chain(w, x):
+        for _ in range(8):
+            x = torch.tanh(x @ w)
+        return x.sum()
+
+    with torch_tpu.eager_mode("strict"):
+        compiled = torch.compile(chain, backend="tpu")
+        w = torch.randn(384, 384, device="tpu") * 0.05
+        x = torch.randn(384, 384, device="tpu")
+        w.add_(0)  # w's buffer is now a program's result
+        expected = w.cpu()
+        for step in range(4):
+            compiled(w, x)
+            before = donated()
+            w.add_(1)  # the graph above is most likely still running
+            assert donated() == before + 1, f"step {step}: the add did not donate w's buffer"
+            expected += 1
+        torch.testing.assert_close(w.cpu(), expected, rtol=0, atol=0)
+
+
 def test_lent_staging_buffer_is_not_donated(tmp_path):
     # A one-rank tpu_dist group: all_reduce's result is host staging memory lent to the storage.
     dist.init_process_group("tpu_dist", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
