@@ -377,12 +377,17 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   }
   if (trace::enabled() && !results.empty()) trace::execution(call.name, static_cast<int>(device), results[0]->readyEvent());
   std::shared_ptr<pjrt::Buffer> nonFinite;
+  // The buffers the results replace. Destroying a donated one waits until the program that took it has
+  // started (the plugin's PJRT_Buffer_Destroy blocks): on this thread, every in-place op would wait for the
+  // device to catch up. The reaper drops them.
+  thread_local std::vector<std::shared_ptr<pjrt::Buffer>> replaced;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.ops;
     stats_.donatedBuffers += entry->donations;
     for (size_t r = 0; r < entry->resultStorages.size(); ++r) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
+      if (s->buffer) replaced.push_back(std::move(s->buffer));
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
       s->lost.reset();
       s->elem = entry->resultElems[r];
@@ -394,6 +399,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     if (entry->nonFiniteResult >= 0) nonFinite = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->nonFiniteResult]));
   }
   if (flagLock.owns_lock()) flagLock.unlock();
+  BufferReaper::get().retire(replaced);
   if (debug) debugCheck(call, *entry, storages, nonFinite, bytes);
 }
 
