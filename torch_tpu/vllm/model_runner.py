@@ -10,7 +10,7 @@ count only for CUDA graphs, and prepares its inputs with device ops on [:num_tok
 slices. On the plain text-decoder path this runner instead:
 - prepares positions, slot mapping and logits indices on the host (numpy), padded to the token bucket
   (positions 0, input id 0, slot -1: vLLM's null block 0) and the request bucket (the last real token's
-  index), and uploads each buffer once at its bucket size;
+  index), and uploads each buffer whole, once (no merge program on the device);
 - hands attention the request-indexed tensors (query starts, sequence lengths, block table) at their full
   fixed size max_num_seqs; rows past the batch have sequence length 0;
 - runs logits and the sampler on the padded request rows, with the sampling parameters (temperature,
@@ -195,7 +195,7 @@ class TpuModelRunner(GPUModelRunner):
         torch.index_select(batch.token_ids_cpu_tensor.flatten(), 0, torch.from_numpy(token_indices),
                            out=self.input_ids.cpu[:n])
         self.input_ids.np[n:big_n] = 0
-        self.input_ids.copy_to_gpu(big_n)
+        self._upload_whole(self.input_ids)
         self._compute_prev_positions(r)
         if self.use_async_scheduling:
             self._upload_input_source(r, big_n, cu_num_tokens)
@@ -203,7 +203,7 @@ class TpuModelRunner(GPUModelRunner):
         pos = self._positions_host.np
         pos[:n] = positions
         pos[n:big_n] = 0
-        self.positions[:big_n].copy_(self._positions_host.cpu[:big_n], non_blocking=True)
+        self.positions.copy_(self._positions_host.cpu, non_blocking=True)
 
         # Query starts past the batch stay at its end (non-decreasing), as vLLM pads them.
         self.query_start_loc.np[0] = 0
@@ -228,15 +228,23 @@ class TpuModelRunner(GPUModelRunner):
             blocks = table.block_table.np[req_indices, positions // bs].astype(np.int64)
             table.slot_mapping.np[:n] = blocks * bs + positions % bs
             table.slot_mapping.np[n:big_n] = PAD_SLOT
-            table.slot_mapping.copy_to_gpu(big_n)
+            self._upload_whole(table.slot_mapping)
 
         # Padded request rows sample from the batch's last token; their tokens are dropped.
         li = self._logits_indices.np
         li[:r] = cu_num_tokens - 1
         li[r:big_r] = n - 1
-        logits_indices = self._logits_indices.copy_to_gpu(big_r)
+        logits_indices = self._upload_whole(self._logits_indices)[:big_r]
         self._step = step
         return logits_indices, None, 1
+
+    @staticmethod
+    def _upload_whole(buffer) -> torch.Tensor:
+        """Uploads a host buffer whole: its bucket's first rows alone would be a partial write, one more
+        program per step (a merge on the device); the device ops read only the bucket's rows, so the rows
+        past them may hold anything. Safe under async scheduling as vLLM's own copies are: the upload is work
+        of the current stream, which prepare_inputs_event waits for before the host rewrites the buffer."""
+        return buffer.gpu.copy_(buffer.cpu, non_blocking=True)
 
     def _upload_input_source(self, r: int, big_n: int, cu_num_tokens: np.ndarray) -> None:
         """Under async scheduling a request of the previous step has -1 (a placeholder) on the host for its
@@ -247,7 +255,7 @@ class TpuModelRunner(GPUModelRunner):
         prev = self.prev_positions.np[:r]
         carried = prev >= 0
         source[cu_num_tokens[carried] - 1] = prev[carried]
-        self._input_source.copy_to_gpu(big_n)
+        self._upload_whole(self._input_source)
 
     def _determine_batch_execution_and_padding(self, num_tokens, num_reqs, *args, **kwargs):
         if self._step is None:
@@ -275,9 +283,8 @@ class TpuModelRunner(GPUModelRunner):
         mask = self._is_padding_host.np
         mask[:num_tokens_unpadded] = False
         mask[num_tokens_unpadded:num_tokens_padded] = True
-        padding = self.is_padding[:num_tokens_padded]
-        padding.copy_(self._is_padding_host.cpu[:num_tokens_padded], non_blocking=True)
-        return padding
+        self.is_padding.copy_(self._is_padding_host.cpu, non_blocking=True)  # whole: see _upload_whole
+        return self.is_padding[:num_tokens_padded]
 
     def _preprocess(self, scheduler_output, num_input_tokens, intermediate_tensors=None):
         if self._step is None:
