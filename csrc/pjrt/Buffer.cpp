@@ -1,14 +1,21 @@
 #include "Buffer.h"
 
+#include <utility>
+
 #include "Error.h"
 
 namespace tpu::pjrt {
 
 Buffer::~Buffer() {
+  if (!buf_) return;  // handed to another Buffer (takeHandle)
   // PJRT frees the memory once in-flight programs that use it have finished.
   auto args = TPU_PJRT_ARGS(PJRT_Buffer_Destroy_Args);
   args.buffer = buf_;
   ignore(api_, api_->PJRT_Buffer_Destroy(&args));
+}
+
+std::unique_ptr<Buffer> Buffer::takeHandle() {
+  return std::make_unique<Buffer>(api_, std::exchange(buf_, nullptr));
 }
 
 std::vector<int64_t> Buffer::dims() const {

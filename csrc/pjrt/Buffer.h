@@ -17,6 +17,9 @@ class Buffer {
   ~Buffer();
 
   PJRT_Buffer* raw() const { return buf_; }
+  // A new Buffer owning this one's PJRT handle; this one is left empty (its destructor does nothing, no
+  // other call is valid). Lets a handle outlive every reference to this object (its weak_ptrs expire).
+  std::unique_ptr<Buffer> takeHandle();
   std::vector<int64_t> dims() const;
   size_t onDeviceBytes() const;
   // Starts copying the whole buffer into `dst` (row-major); await the event.

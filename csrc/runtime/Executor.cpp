@@ -30,6 +30,7 @@ struct Executor::Entry {
   // kFlagParam (the device's out-of-range flag).
   std::vector<int32_t> params;
   std::vector<int32_t> resultStorages;  // storage index each result replaces
+  std::vector<char> resultDonated;       // per result: it reuses the buffer it replaces
   std::vector<DType> resultElems;
   int32_t flagResult = -1;       // result holding the device's new out-of-range flag
   int32_t nonFiniteResult = -1;  // debug: pred "finite inputs gave a non-finite output"
@@ -377,17 +378,19 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   }
   if (trace::enabled() && !results.empty()) trace::execution(call.name, static_cast<int>(device), results[0]->readyEvent());
   std::shared_ptr<pjrt::Buffer> nonFinite;
-  // The buffers the results replace. Destroying a donated one waits until the program that took it has
-  // started (the plugin's PJRT_Buffer_Destroy blocks): on this thread, every in-place op would wait for the
-  // device to catch up. The reaper drops them.
-  thread_local std::vector<std::shared_ptr<pjrt::Buffer>> replaced;
+  // The handles of donated buffers. Destroying one waits until the program that took it has started (the
+  // plugin's PJRT_Buffer_Destroy blocks): on this thread, every in-place op would wait for the device to
+  // catch up. The reaper drops them.
+  thread_local std::vector<std::unique_ptr<pjrt::Buffer>> donatedHandles;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.ops;
     stats_.donatedBuffers += entry->donations;
     for (size_t r = 0; r < entry->resultStorages.size(); ++r) {
       DeviceStorage* s = storages[entry->resultStorages[r]];
-      if (s->buffer) replaced.push_back(std::move(s->buffer));
+      // Only the handle outlives the storage's reference: weak references to it (in-flight lists, streams)
+      // expire now, as they would without the reaper, and never see a donated buffer.
+      if (entry->resultDonated[r] && s->buffer.use_count() == 1) donatedHandles.push_back(s->buffer->takeHandle());
       s->buffer = std::shared_ptr<pjrt::Buffer>(std::move(results[r]));
       s->lost.reset();
       s->elem = entry->resultElems[r];
@@ -399,7 +402,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     if (entry->nonFiniteResult >= 0) nonFinite = std::shared_ptr<pjrt::Buffer>(std::move(results[entry->nonFiniteResult]));
   }
   if (flagLock.owns_lock()) flagLock.unlock();
-  BufferReaper::get().retire(replaced);
+  if (!donatedHandles.empty()) BufferReaper::get().retireDonated(donatedHandles);
   if (debug) debugCheck(call, *entry, storages, nonFinite, bytes);
 }
 
@@ -559,7 +562,9 @@ std::shared_ptr<Executor::Entry> Executor::compile(const OpCall& call, FunctionR
     // The result may reuse the buffer it replaces where both have one type (parameters are
     // numbered in creation order, as entry->params lists them).
     auto param = std::find(entry->params.begin(), entry->params.end(), static_cast<int32_t>(s));
-    if (donate[s] && param != entry->params.end() && storages[s]->elem == ctx.flat[s].dtype()) {
+    bool donated = donate[s] && param != entry->params.end() && storages[s]->elem == ctx.flat[s].dtype();
+    entry->resultDonated.push_back(donated);
+    if (donated) {
       b.aliasParameter(static_cast<size_t>(param - entry->params.begin()), static_cast<int32_t>(rets.size() - 1));
       ++entry->donations;
     }

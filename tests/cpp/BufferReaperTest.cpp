@@ -1,5 +1,5 @@
-// runtime::BufferReaper: references retired to its thread are dropped there; drain() waits
-// for them; a buffer referenced elsewhere lives on with its value.
+// runtime::BufferReaper: references retired to its thread are dropped there, donated handles in batches;
+// drain() waits for them; a buffer referenced elsewhere lives on with its value.
 #include "TestPlugin.h"
 #include "csrc/runtime/BufferReaper.h"
 
@@ -39,4 +39,19 @@ TEST(BufferReaper, ABufferReferencedElsewhereKeepsItsValue) {
   EXPECT_TRUE(other.expired());
   EXPECT_EQ(kept.use_count(), 1);
   EXPECT_EQ(toHost<float>(*kept, 1024), std::vector<float>(1024, 2.5f));
+}
+
+TEST(BufferReaper, ATakenHandleOutlivesItsBufferUntilDrained) {
+  std::shared_ptr<pjrt::Buffer> buffer = upload(4.0f);
+  std::weak_ptr<pjrt::Buffer> watch = buffer;
+  std::vector<std::unique_ptr<pjrt::Buffer>> handles;
+  handles.push_back(buffer->takeHandle());
+  EXPECT_EQ(buffer->raw(), nullptr);
+  buffer.reset();  // the emptied Buffer destroys nothing; weak references expire at once
+  EXPECT_TRUE(watch.expired());
+  EXPECT_EQ(toHost<float>(*handles[0], 1024), std::vector<float>(1024, 4.0f));
+  auto& reaper = runtime::BufferReaper::get();
+  reaper.retireDonated(handles);  // one handle: below the batch, it waits for a drain
+  EXPECT_TRUE(handles.empty());
+  reaper.drain();
 }
