@@ -100,3 +100,46 @@ def test_histc_integer_bad_input(mode):
         torch.histc(torch.arange(4, device="tpu"), 3, 2, 1)
     with pytest.raises(RuntimeError, match="floating-point"):
         torch.histc(torch.ones(3, dtype=torch.bool, device="tpu"), 2)
+
+
+@pytest.mark.parametrize("kernel, stride, padding, ceil, count_pad, divisor, shape", [
+    # EfficientNet's pooler: AvgPool2d(hidden_dim, ceil_mode=True) over a feature map smaller than the kernel.
+    (128, 128, 0, True, True, None, (2, 16, 1, 1)),
+    (96, 96, 0, True, False, None, (2, 4, 5, 3)),
+    (3, 2, 1, True, False, None, (2, 3, 7, 6)),
+    (5, 3, 2, False, True, 7, (1, 2, 9, 8)),
+])
+def test_avg_pool2d_large_kernel_matches_cpu(mode, kernel, stride, padding, ceil, count_pad, divisor, shape):
+    # The window sum is one reduce_window: its program does not grow with the kernel's volume (one slice and
+    # add per kernel offset made a 128x128 kernel 16384 slices, which XLA:CPU took minutes to compile).
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    grad = None
+
+    def run(device):
+        xd = x.detach().to(device).requires_grad_()
+        y = torch.nn.functional.avg_pool2d(xd, kernel, stride, padding, ceil, count_pad, divisor)
+        nonlocal grad
+        if grad is None:
+            grad = torch.randn(y.shape, generator=g, dtype=torch.float64)
+        y.backward(grad.to(device))
+        return y.detach(), xd.grad
+
+    y_cpu, gx_cpu = run("cpu")
+    y_tpu, gx_tpu = run("tpu")
+    assert_close(y_tpu, y_cpu)
+    assert_close(gx_tpu, gx_cpu)
+
+
+def test_avg_pool3d_large_kernel_matches_cpu(mode):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 3, 2, 3, 2, generator=g)
+    xd = x.to("tpu").requires_grad_()
+    xc = x.clone().requires_grad_()
+    y_cpu = torch.nn.functional.avg_pool3d(xc, 40, ceil_mode=True)
+    y_tpu = torch.nn.functional.avg_pool3d(xd, 40, ceil_mode=True)
+    grad = torch.randn(y_cpu.shape, generator=g)
+    y_cpu.backward(grad)
+    y_tpu.backward(grad.to("tpu"))
+    assert_close(y_tpu.detach(), y_cpu.detach())
+    assert_close(xd.grad, xc.grad)
