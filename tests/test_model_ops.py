@@ -133,13 +133,18 @@ def test_avg_pool2d_large_kernel_matches_cpu(mode, kernel, stride, padding, ceil
 
 def test_avg_pool3d_large_kernel_matches_cpu(mode):
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(2, 3, 2, 3, 2, generator=g)
+    x = torch.randn(2, 3, 9, 10, 8, generator=g)
     xd = x.to("tpu").requires_grad_()
     xc = x.clone().requires_grad_()
-    y_cpu = torch.nn.functional.avg_pool3d(xc, 40, ceil_mode=True)
-    y_tpu = torch.nn.functional.avg_pool3d(xd, 40, ceil_mode=True)
+    y_cpu = torch.nn.functional.avg_pool3d(xc, 7, 3, 2, ceil_mode=True, count_include_pad=False)
+    y_tpu = torch.nn.functional.avg_pool3d(xd, 7, 3, 2, ceil_mode=True, count_include_pad=False)
     grad = torch.randn(y_cpu.shape, generator=g)
     y_cpu.backward(grad)
     y_tpu.backward(grad.to("tpu"))
     assert_close(y_tpu.detach(), y_cpu.detach())
     assert_close(xd.grad, xc.grad)
+    # avg_pool3d (unlike avg_pool2d) refuses a kernel larger than the input, on CPU and on tpu.
+    small = torch.randn(2, 3, 2, 3, 2, generator=g)
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="smaller than kernel size"):
+            torch.nn.functional.avg_pool3d(small.to(device), 40, ceil_mode=True)

@@ -138,6 +138,11 @@ at::Tensor& avgPoolOut(const at::Tensor& self, c10::IntArrayRef kernel, c10::Int
   TORCH_CHECK(!divisorOverride || *divisorOverride != 0, name, ": divisor must be not zero");
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"", name, "\" not implemented for 'Bool'");
   lowering::PoolParams p = poolParams(self, ND, kernel, stride, padding, {1}, ceil, name);
+  if constexpr (ND == 3) {  // CPU's avg_pool3d (not avg_pool2d) refuses a kernel larger than the input
+    int64_t t = self.size(-3), h = self.size(-2), w = self.size(-1);
+    TORCH_CHECK(t >= p.kernel[0] && h >= p.kernel[1] && w >= p.kernel[2], "input image (T: ", t, " H: ", h, " W: ", w,
+                ") smaller than kernel size (kT: ", p.kernel[0], " kH: ", p.kernel[1], " kW: ", p.kernel[2], ")");
+  }
   at::native::resize_output(out, pooledShape(self, p));
   if (out.numel() == 0) return out;
   int64_t div = divisorOverride.value_or(0);

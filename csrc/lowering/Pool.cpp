@@ -4,6 +4,7 @@
 #include <climits>
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 
 #include "Index.h"
 
@@ -77,6 +78,32 @@ void forEachOffset(const std::vector<int64_t>& kernel, F f) {
     }
     if (i == 0) return;
   }
+}
+
+// Sum over every window of the (already padded) `xp`: one reduce_window with the kernel as its window over
+// the pooled dims, cut to the `out` windows pooling asks for. (One strided slice and add per kernel offset
+// instead made HLO proportional to the kernel's volume: EfficientNet's AvgPool2d(hidden_dim, ceil_mode=True)
+// at hidden_dim 128 was 16384 slices, and XLA:CPU did not finish compiling it in minutes.)
+Value windowSum(Builder& b, Value xp, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                const std::vector<int64_t>& out) {
+  size_t nd = kernel.size(), lead = xp.rank() - nd;
+  std::vector<int64_t> window(xp.rank(), 1), strides(xp.rank(), 1);
+  std::vector<std::pair<int64_t, int64_t>> none(xp.rank(), {0, 0});
+  for (size_t i = 0; i < nd; ++i) {
+    window[lead + i] = kernel[i];
+    strides[lead + i] = stride[i];
+  }
+  Value init = b.constant(xp.dtype(), 0);
+  Value sum = b.reduceWindow({&xp, 1}, {&init, 1}, window, strides, none,
+                             [](Builder& r, std::span<const Value> a) { return std::vector<Value>{r.add(a[0], a[1])}; })[0];
+  // The padded input may hold more whole windows than the output has (padding reaches past the last one).
+  std::vector<int64_t> start(xp.rank(), 0), limit = sum.shape(), ones(xp.rank(), 1);
+  bool cut = false;
+  for (size_t i = 0; i < nd; ++i) {
+    cut |= limit[lead + i] != out[i];
+    limit[lead + i] = out[i];
+  }
+  return cut ? b.slice(sum, start, limit, ones) : sum;
 }
 
 Value padLast(Builder& b, Value x, Value v, const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
@@ -167,12 +194,10 @@ std::pair<Value, Value> maxPool(Builder& b, Value x, const PoolParams& p) {
 Value avgPool(Builder& b, Value x, const PoolParams& p, bool countIncludePad, int64_t divisorOverride) {
   size_t nd = p.kernel.size(), lead = x.rank() - nd;
   Geometry g = geometry(x.shape(), p);
+  for (int64_t d : p.dilation)
+    if (d != 1) throw std::logic_error("avg pooling has no dilation");
   Value xp = padLast(b, x, b.constant(x.dtype(), 0), g.lo, g.hi);
-  std::optional<Value> sum;
-  forEachOffset(p.kernel, [&](const std::vector<int64_t>& o) {
-    Value v = window(b, xp, o, g, p);
-    sum = sum ? b.add(*sum, v) : v;
-  });
+  std::optional<Value> sum = windowSum(b, xp, p.kernel, p.stride, g.out);
   if (divisorOverride != 0) return b.div(*sum, b.scalarLike(*sum, static_cast<double>(divisorOverride)));
   // Divisor per output (same for every batch element): count ones over the windows of a mask that is 1 on the
   // input (or on input + padding) and 0 elsewhere.
@@ -189,12 +214,7 @@ Value avgPool(Builder& b, Value x, const PoolParams& p, bool countIncludePad, in
     Value inner = padLast(b, ones, b.constant(x.dtype(), 1), g.lo, padOnly);
     mask = padLast(b, inner, b.constant(x.dtype(), 0), std::vector<int64_t>(nd, 0), extra);
   }
-  PoolParams q = p;
-  std::optional<Value> count;
-  forEachOffset(p.kernel, [&](const std::vector<int64_t>& o) {
-    Value v = window(b, mask, o, g, q);
-    count = count ? b.add(*count, v) : v;
-  });
+  std::optional<Value> count = windowSum(b, mask, p.kernel, p.stride, g.out);
   std::vector<int64_t> dims;
   for (size_t i = 0; i < nd; ++i) dims.push_back(static_cast<int64_t>(lead + i));
   return b.div(*sum, b.broadcastInDim(*count, sum->shape(), dims));
@@ -216,21 +236,23 @@ Value avgPoolBackward(Builder& b, Value g, const std::vector<int64_t>& inShape, 
     Value sumOnes = avgPool(b, ones, q, countIncludePad, 1);   // window sum of ones (input elements)
     scaled = b.mul(g, b.div(avgOnes, sumOnes));
   }
-  // Scatter every window's share back: each kernel offset is a strided placement into the padded input.
+  // Every window's share back to the padded input: padded position j gets the sum of the shares of the
+  // windows covering it, i.e. a window sum (window = kernel, stride 1) of the shares spread `stride` apart
+  // (interior padding), with kernel - 1 zeros before them and zeros up to the padded length after.
+  for (int64_t d : p.dilation)
+    if (d != 1) throw std::logic_error("avg pooling has no dilation");
   hlo::Shape padded = inShape;
   for (size_t i = 0; i < nd; ++i) padded[lead + i] += geo.lo[i] + geo.hi[i];
-  Value acc = b.full(hlo::Type{g.dtype(), padded}, 0);
-  Value zero = b.constant(g.dtype(), 0);
-  forEachOffset(p.kernel, [&](const std::vector<int64_t>& o) {
-    std::vector<int64_t> lo(g.rank(), 0), hi(g.rank(), 0), interior(g.rank(), 0);
-    for (size_t i = 0; i < nd; ++i) {
-      int64_t start = o[i] * p.dilation[i];
-      lo[lead + i] = start;
-      interior[lead + i] = p.stride[i] - 1;
-      hi[lead + i] = padded[lead + i] - start - ((geo.out[i] - 1) * p.stride[i] + 1);
-    }
-    acc = b.add(acc, b.pad(scaled, zero, lo, hi, interior));
-  });
+  std::vector<int64_t> lo(g.rank(), 0), hi(g.rank(), 0), interior(g.rank(), 0), unit(nd, 1), sizes(nd);
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t spread = (geo.out[i] - 1) * p.stride[i] + 1;
+    lo[lead + i] = p.kernel[i] - 1;
+    interior[lead + i] = p.stride[i] - 1;
+    hi[lead + i] = padded[lead + i] - spread;
+    sizes[i] = padded[lead + i];
+  }
+  Value spreadOut = b.pad(scaled, b.constant(g.dtype(), 0), lo, hi, interior);
+  Value acc = windowSum(b, spreadOut, p.kernel, unit, sizes);
   std::vector<int64_t> start(g.rank(), 0), limit = padded, strides(g.rank(), 1);
   for (size_t i = 0; i < nd; ++i) {
     start[lead + i] = geo.lo[i];
