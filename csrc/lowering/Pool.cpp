@@ -197,13 +197,12 @@ Value avgPool(Builder& b, Value x, const PoolParams& p, bool countIncludePad, in
   for (int64_t d : p.dilation)
     if (d != 1) throw std::logic_error("avg pooling has no dilation");
   Value xp = padLast(b, x, b.constant(x.dtype(), 0), g.lo, g.hi);
-  std::optional<Value> sum = windowSum(b, xp, p.kernel, p.stride, g.out);
-  if (divisorOverride != 0) return b.div(*sum, b.scalarLike(*sum, static_cast<double>(divisorOverride)));
+  Value sum = windowSum(b, xp, p.kernel, p.stride, g.out);
+  if (divisorOverride != 0) return b.div(sum, b.scalarLike(sum, static_cast<double>(divisorOverride)));
   // Divisor per output (same for every batch element): count ones over the windows of a mask that is 1 on the
   // input (or on input + padding) and 0 elsewhere.
   hlo::Shape plane(x.shape().begin() + lead, x.shape().end());
   Value ones = b.full(hlo::Type{x.dtype(), plane}, 1);
-  std::vector<int64_t> lo = g.lo, hi = g.hi;
   Value mask = padLast(b, ones, b.constant(x.dtype(), 0), g.lo, g.hi);
   if (countIncludePad) {
     // Padding counts, the extra ceil-mode margin beyond it does not.
@@ -214,10 +213,10 @@ Value avgPool(Builder& b, Value x, const PoolParams& p, bool countIncludePad, in
     Value inner = padLast(b, ones, b.constant(x.dtype(), 1), g.lo, padOnly);
     mask = padLast(b, inner, b.constant(x.dtype(), 0), std::vector<int64_t>(nd, 0), extra);
   }
-  std::optional<Value> count = windowSum(b, mask, p.kernel, p.stride, g.out);
+  Value count = windowSum(b, mask, p.kernel, p.stride, g.out);
   std::vector<int64_t> dims;
   for (size_t i = 0; i < nd; ++i) dims.push_back(static_cast<int64_t>(lead + i));
-  return b.div(*sum, b.broadcastInDim(*count, sum->shape(), dims));
+  return b.div(sum, b.broadcastInDim(count, sum.shape(), dims));
 }
 
 Value avgPoolBackward(Builder& b, Value g, const std::vector<int64_t>& inShape, const PoolParams& p,
