@@ -180,6 +180,31 @@ def test_debug_nonfinite_allowed_cases():
         torch.softmax(T(torch.tensor([0.0, -inf])), 0).cpu()  # -inf input, finite output
 
 
+def test_debug_checks_views_next_to_non_finite_values():
+    # The storage holds an inf, the views the op reads do not: 0 / 0 is still the op's own NaN.
+    inf = float("inf")
+    with torch_tpu.eager_mode("debug"):
+        base = T(torch.tensor([1.0, 0.0, inf]))
+        with pytest.raises(RuntimeError, match="aten::div"):
+            base[:2] / base[1:2]
+        assert (base[:2] * 2).cpu().tolist() == [2.0, 0.0]  # finite views, finite result: no error
+
+
+def test_debug_runs_the_strict_programs():
+    # Debug checks what an op wrote with one small program per (dtype, length), not inside the op's own
+    # program: an op Strict mode compiled needs no second program in Debug.
+    x = T(torch.linspace(0.1, 0.9, 7))
+    ops = (torch.sin, torch.cos, torch.tanh, torch.exp)
+    with torch_tpu.eager_mode("strict"):
+        expected = [op(x).cpu() for op in ops]
+    before = torch.tpu.executor_stats()["cache_misses"]
+    with torch_tpu.eager_mode("debug"):
+        got = [op(x).cpu() for op in ops]
+    assert torch.tpu.executor_stats()["cache_misses"] == before
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
 def test_debug_nonfinite_warn(monkeypatch):
     monkeypatch.setenv("TORCH_TPU_DEBUG_NONFINITE", "warn")
     a = T(torch.zeros(2))

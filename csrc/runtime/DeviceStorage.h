@@ -21,6 +21,8 @@ struct DeviceStorage {
   // The buffer Executor::lendHost gave it: host memory the runtime must not write, so never
   // donated to a program (Executor::run donates an in-place write's old buffer otherwise).
   std::weak_ptr<pjrt::Buffer> lent;
+  // Debug mode: the buffer FiniteCheck last found to hold only finite values.
+  std::weak_ptr<pjrt::Buffer> finite;
   // Fused mode: the pending graph holds a value for this storage (its current
   // content when `written`; `buffer` is stale until the graph is flushed).
   bool inGraph = false;

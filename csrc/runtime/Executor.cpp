@@ -289,6 +289,10 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   }
   bool debug = eagerMode() == EagerMode::Debug;
   bool checkNonFinite = debug && wantsNonFiniteCheck(call);
+  // Debug checks the storages the op wrote after its Strict program ran (FiniteCheck), which is exact when
+  // every float storage it read is finite. Where one is not (rare: a NaN or Inf is already around), the
+  // check is traced into the op's own program instead, which sees whether the op's input views were finite.
+  bool traceCheck = false;
   // The signature: every fact the program depends on, as integers.
   thread_local std::vector<int64_t> key;
   thread_local std::vector<DeviceStorage*> storages;
@@ -314,13 +318,14 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       read |= a.storage == s && !a.view.coversStorage(s->nbytes);
     }
     if (read) requireComputed(*s);
+    if (read && checkNonFinite && !traceCheck && hlo::isFloat(s->elem)) traceCheck = !finiteCheck_.knownFinite(*s);
     key.push_back(static_cast<int64_t>(s->nbytes));
     key.push_back(!read ? -2 : s->buffer ? static_cast<int64_t>(s->elem) : -1);
     donate[i] = read && written && donatable(*s);
     key.push_back(donate[i]);
   }
   for (const HostOperand& o : call.operands) key.push_back(static_cast<int64_t>(o.dtype) * 8 + o.count);
-  key.push_back((call.checksIndices ? 1 : 0) | (checkNonFinite ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
+  key.push_back((call.checksIndices ? 1 : 0) | (traceCheck ? 2 : 0) | static_cast<int64_t>(call.dotPrecision) << 2);
 
   std::shared_ptr<Entry> entry;
   {
@@ -331,7 +336,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
     }
   }
   if (!entry) {
-    entry = compile(call, build, storages, donate, checkNonFinite);
+    entry = compile(call, build, storages, donate, traceCheck);
     std::lock_guard<std::mutex> lock(mutex_);
     cache_.insert(key, entry);
     ++stats_.cacheMisses;
@@ -404,6 +409,14 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   if (flagLock.owns_lock()) flagLock.unlock();
   if (!donatedHandles.empty()) BufferReaper::get().retireDonated(donatedHandles);
   if (debug) debugCheck(call, *entry, storages, nonFinite, bytes);
+  if (checkNonFinite && !traceCheck) {
+    for (int32_t r : entry->resultStorages) {
+      DeviceStorage& s = *storages[r];
+      if (!hlo::isFloat(s.elem)) continue;
+      if (finiteCheck_.allFinite(s)) FiniteCheck::markFinite(s);
+      else reportNonFinite(call);
+    }
+  }
 }
 
 void Executor::debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
@@ -418,7 +431,10 @@ void Executor::debugCheck(const OpCall& call, const Entry& entry, const std::vec
   if (!nonFinite) return;
   uint8_t bad = 0;
   nonFinite->toHost(&bad, 1).await();
-  if (!bad) return;
+  if (bad) reportNonFinite(call);
+}
+
+void Executor::reportNonFinite(const OpCall& call) {
   std::string msg = "torch_tpu debug mode: " + currentOpName(call.name) +
                     " produced a non-finite value (NaN or Inf) from finite inputs" + calledAt() +
                     ". Set TORCH_TPU_DEBUG_NONFINITE=warn to warn instead, or =off to disable this check.";

@@ -18,6 +18,7 @@
 #include "BoundedCache.h"
 #include "MappingBudget.h"
 #include "FunctionRef.h"
+#include "FiniteCheck.h"
 #include "FusedGraph.h"
 #include "OpCall.h"
 #include "csrc/pjrt/Executable.h"
@@ -152,6 +153,8 @@ class Executor {
   void checkFlags(bool atOp);
   void debugCheck(const OpCall& call, const Entry& entry, const std::vector<DeviceStorage*>& storages,
                   const std::shared_ptr<pjrt::Buffer>& nonFinite, size_t bytes);
+  // Debug mode: raises (or warns, TORCH_TPU_DEBUG_NONFINITE=warn) that `call` made a NaN or Inf from finite inputs.
+  void reportNonFinite(const OpCall& call);
 
   // A transfer that still reads (upload) or writes (download) [begin, end) of host memory.
   // `done` is also work of the stream current when it started (addHostTransfer).
@@ -184,6 +187,7 @@ class Executor {
   std::mutex flagMutex_;  // held by an index op from reading the flag to swapping it
   ExecutorStats stats_;
   FusedGraph fusedGraph_;
+  FiniteCheck finiteCheck_;
   bool fusedMode_ = false;
   size_t fusedMaxOps_ = 1000;  // XLA compile time grows fast beyond this
   int captureDepth_ = 0;           // open compiled-graph scopes

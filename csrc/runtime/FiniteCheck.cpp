@@ -1,0 +1,44 @@
+#include "FiniteCheck.h"
+
+#include "CompileCache.h"
+#include "Runtime.h"
+#include "csrc/hlo/Builder.h"
+
+namespace tpu::runtime {
+
+bool FiniteCheck::allFinite(const DeviceStorage& s) {
+  if (!s.buffer) return true;
+  int64_t n = s.elemCount();
+  std::shared_ptr<pjrt::Executable> exe;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& slot = programs_[{static_cast<int>(s.elem), n}];
+    if (!slot) {
+      hlo::Builder b;
+      hlo::Value x = b.parameter(hlo::Type{s.elem, {n}});
+      hlo::Value fin = b.isFinite(x);
+      hlo::Value init = b.constantInt(hlo::DType::Pred, 1);
+      hlo::Value all = b.reduce({&fin, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const hlo::Value> a) {
+        return std::vector<hlo::Value>{r.binary("and", a[0], a[1])};
+      })[0];
+      b.ret({&all, 1});
+      slot = compileWithCache(Runtime::get().client(), b.module(), pjrt::CompileOptions{}, "debug finite check").exe;
+    }
+    exe = slot;
+  }
+  std::vector<std::unique_ptr<pjrt::Buffer>> out =
+      exe->execute({s.buffer->raw()}, Runtime::get().client().devices().at(s.device));
+  uint8_t ok = 0;
+  out.at(0)->toHost(&ok, 1).await();
+  return ok != 0;
+}
+
+bool FiniteCheck::knownFinite(DeviceStorage& s) {
+  if (!s.buffer) return true;
+  if (!s.finite.owner_before(s.buffer) && !s.buffer.owner_before(s.finite)) return true;
+  if (!allFinite(s)) return false;
+  markFinite(s);
+  return true;
+}
+
+}  // namespace tpu::runtime
