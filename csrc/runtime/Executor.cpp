@@ -293,6 +293,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   // every float storage it read is finite. Where one is not (rare: a NaN or Inf is already around), the
   // check is traced into the op's own program instead, which sees whether the op's input views were finite.
   bool traceCheck = false;
+  size_t checksLoaded = checkNonFinite ? finiteCheck_.loaded() : 0;
   // The signature: every fact the program depends on, as integers.
   thread_local std::vector<int64_t> key;
   thread_local std::vector<DeviceStorage*> storages;
@@ -416,6 +417,10 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
       if (finiteCheck_.allFinite(s)) FiniteCheck::markFinite(s);
       else reportNonFinite(call);
     }
+  }
+  if (checkNonFinite && finiteCheck_.loaded() != checksLoaded) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    relieveMappingsLocked();
   }
 }
 
@@ -661,9 +666,10 @@ std::shared_ptr<pjrt::Buffer> Executor::operandBufferLocked(const HostOperand& o
 
 void Executor::relieveMappingsLocked() {
   if (!mappings_.nearLimit()) return;
-  size_t before = cache_.size() + fusedGraph_.cachedPrograms();
+  size_t before = cache_.size() + fusedGraph_.cachedPrograms() + finiteCheck_.size();
   cache_.shed();
   fusedGraph_.shedPrograms();
+  finiteCheck_.shed();
   ++stats_.mappingSheds;
   if (logEnabled("cache"))
     std::cerr << "[torch_tpu] " << MappingBudget::mappings() << " of " << MappingBudget::cap()

@@ -23,6 +23,7 @@ bool FiniteCheck::allFinite(const DeviceStorage& s) {
       })[0];
       b.ret({&all, 1});
       slot = compileWithCache(Runtime::get().client(), b.module(), pjrt::CompileOptions{}, "debug finite check").exe;
+      ++loaded_;
     }
     exe = slot;
   }
@@ -31,6 +32,16 @@ bool FiniteCheck::allFinite(const DeviceStorage& s) {
   uint8_t ok = 0;
   out.at(0)->toHost(&ok, 1).await();
   return ok != 0;
+}
+
+size_t FiniteCheck::size() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return programs_.size();
+}
+
+void FiniteCheck::shed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  programs_.clear();
 }
 
 bool FiniteCheck::knownFinite(DeviceStorage& s) {

@@ -3,6 +3,7 @@
 // finite values, by one small program per (element type, length) shared by every op. Tracing the check
 // into each op's program instead made every Debug program a second compile of its Strict one (a reduction
 // costs XLA:CPU ~100 ms to compile, more than most ops themselves).
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,10 +25,16 @@ class FiniteCheck {
   bool knownFinite(DeviceStorage& s);
   // `s`'s current buffer was just found finite.
   static void markFinite(DeviceStorage& s) { s.finite = s.buffer; }
+  // Programs loaded so far (the executor then asks its mapping budget, MappingBudget.h), and dropping
+  // them all (they are small and come back from the disk cache).
+  size_t loaded() const { return loaded_; }
+  size_t size();
+  void shed();
 
  private:
   std::mutex mutex_;
   std::map<std::pair<int, int64_t>, std::shared_ptr<pjrt::Executable>> programs_;
+  std::atomic<size_t> loaded_{0};
 };
 
 }  // namespace tpu::runtime
