@@ -79,5 +79,6 @@ def main():
     for k, frac in behind_busy_device(max(args.iters // 200, 8)).items():
         print(f"{k + ' behind a busy device':<45} host launch time / time to done: {frac:.2f}")
 
+
 if __name__ == "__main__":
     main()
