@@ -82,20 +82,6 @@ bool wantsNonFiniteCheck(const OpCall& call) {
   return nonFinitePolicy() != NonFinitePolicy::Off;
 }
 
-// pred scalar: every element of every value is finite.
-Value allFinite(hlo::Builder& b, const std::vector<Value>& values) {
-  Value acc = b.constantInt(DType::Pred, 1);
-  for (const Value& v : values) {
-    Value fin = b.isFinite(b.reshape(v, {v.type.numel()}));
-    Value init = b.constantInt(DType::Pred, 1);
-    Value all = b.reduce({&fin, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const Value> a) {
-      return std::vector<Value>{r.binary("and", a[0], a[1])};
-    })[0];
-    acc = b.binary("and", acc, all);
-  }
-  return acc;
-}
-
 // A failed launch or program names the op and what its outputs needed.
 [[noreturn]] void deviceFailure(const OpCall& call, const pjrt::PjrtError& e, size_t bytes) {
   bool oom = e.outOfMemory();

@@ -6,6 +6,19 @@
 
 namespace tpu::runtime {
 
+hlo::Value allFinite(hlo::Builder& b, const std::vector<hlo::Value>& values) {
+  hlo::Value acc = b.constantInt(hlo::DType::Pred, 1);
+  for (const hlo::Value& v : values) {
+    hlo::Value fin = b.isFinite(b.reshape(v, {v.type.numel()}));
+    hlo::Value init = b.constantInt(hlo::DType::Pred, 1);
+    hlo::Value all = b.reduce({&fin, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const hlo::Value> a) {
+      return std::vector<hlo::Value>{r.binary("and", a[0], a[1])};
+    })[0];
+    acc = b.binary("and", acc, all);
+  }
+  return acc;
+}
+
 bool FiniteCheck::allFinite(const DeviceStorage& s) {
   if (!s.buffer) return true;
   int64_t n = s.elemCount();
@@ -15,12 +28,7 @@ bool FiniteCheck::allFinite(const DeviceStorage& s) {
     auto& slot = programs_[{static_cast<int>(s.elem), n}];
     if (!slot) {
       hlo::Builder b;
-      hlo::Value x = b.parameter(hlo::Type{s.elem, {n}});
-      hlo::Value fin = b.isFinite(x);
-      hlo::Value init = b.constantInt(hlo::DType::Pred, 1);
-      hlo::Value all = b.reduce({&fin, 1}, {&init, 1}, {0}, [](hlo::Builder& r, std::span<const hlo::Value> a) {
-        return std::vector<hlo::Value>{r.binary("and", a[0], a[1])};
-      })[0];
+      hlo::Value all = runtime::allFinite(b, {b.parameter(hlo::Type{s.elem, {n}})});
       b.ret({&all, 1});
       slot = compileWithCache(Runtime::get().client(), b.module(), pjrt::CompileOptions{}, "debug finite check").exe;
       ++loaded_;

@@ -9,11 +9,16 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "DeviceStorage.h"
+#include "csrc/hlo/Builder.h"
 #include "csrc/pjrt/Executable.h"
 
 namespace tpu::runtime {
+
+// pred scalar: every element of every value is finite (the check traced into a program).
+hlo::Value allFinite(hlo::Builder& b, const std::vector<hlo::Value>& values);
 
 class FiniteCheck {
  public:
