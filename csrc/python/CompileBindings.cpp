@@ -262,6 +262,7 @@ void registerCompileBindings(py::module& m) {
       .def_readonly("complete", &CapturedGraph::complete)
       .def_readonly("zero_read_storages", &CapturedGraph::zeroRead)
       .def_readonly("device", &CapturedGraph::device)
+      .def_readwrite("constant_operands", &CapturedGraph::constantOperands)
       // A random op drew from a generator other than the device default: replay cannot draw again.
       .def_property_readonly("uses_foreign_generator", [](const CapturedGraph& g) {
         for (const auto& p : g.params)

@@ -208,7 +208,30 @@ void FusedGraph::setStorageValue(DeviceStorage* s, Value flat) {
   if (recording_) recording_->writes.emplace_back(s->fusedSlot, flat);
 }
 
+namespace {
+
+// `o` as a constant of the module, where its device encoding (ElementCodec) and the constant's agree
+// exactly; none for random states, arrays and the integer types the builder prints differently.
+std::optional<Value> bakedOperand(hlo::Builder& b, const HostOperand& o) {
+  if (o.rngWords || o.count) return std::nullopt;
+  if (hlo::isComplex(o.dtype)) {
+    hlo::DType part = hlo::componentType(o.dtype);
+    return b.complex(b.constant(part, o.f[0]), b.constant(part, o.f[1]));
+  }
+  if (hlo::isFloat(o.dtype)) return b.constant(o.dtype, o.f[0]);
+  switch (o.dtype) {
+    case hlo::DType::Pred: return b.constantInt(o.dtype, o.i[0] != 0);
+    case hlo::DType::S32: return b.constantInt(o.dtype, static_cast<int32_t>(o.i[0]));
+    case hlo::DType::S64: return b.constantInt(o.dtype, o.i[0]);
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
 Value FusedGraph::operandValue(hlo::Builder& b, const HostOperand& o) {
+  if (capture_ && capture_->constantOperands)
+    if (std::optional<Value> v = bakedOperand(b, o)) return *v;
   hlo::Shape shape;
   if (o.count) shape.push_back(o.count);
   Param p;
@@ -223,6 +246,7 @@ std::optional<Value> FusedGraph::viewOffset(hlo::Builder& b, const TensorArg& a,
   // A view offset that is not 0 is an operand: a cache written at a moving position (or any slice
   // whose start changes from step to step) keeps one module text.
   const ViewSpec& v = a.view;
+  if (capture_ && capture_->constantOperands) return std::nullopt;
   if (!offsetCanBeOperand(v, static_cast<int64_t>(a.storage->nbytes / hlo::byteWidth(v.dtype)), write))
     return std::nullopt;
   Param p;

@@ -74,6 +74,11 @@ struct CapturedGraph {
   // Storages the graph read before anything wrote them (their zeros are constants of the module):
   // harmless for storages the graph allocated, wrong for a replay whose argument holds values there.
   std::vector<uintptr_t> zeroRead;
+  // Set before the capture when the graph's arguments hold no plain numbers. A replay launches with the
+  // captured operand values and checks the arguments' offsets, so every host operand but a random state,
+  // and every view offset, is a constant of the graph: the module bakes them in, and XLA folds them
+  // (addmm's `beta == 0` select, scaling by 1, static slices instead of dynamic ones).
+  bool constantOperands = false;
 };
 
 class FusedGraph final : public TraceContext {

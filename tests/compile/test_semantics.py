@@ -335,3 +335,46 @@ def test_grouped_mm_compiles_in_float32_and_bfloat16(mode, dtype):
     exact = torch.cat([a[s:e].double() @ b[g].double() for g, (s, e) in enumerate(zip([0, 4, 9], [4, 9, 12]))]) * 2
     assert got.dtype == dtype
     assert_within_cpu_error(got, want, exact, floor=1e-6 if dtype == torch.float32 else 1e-2, rtol=0)
+
+
+_CONSTANTS_CHILD = """
+import sys, torch, torch_tpu
+torch_tpu.set_eager_mode(sys.argv[1])
+def f(b, x, w):
+    return torch.addmm(b, x, w, beta=0.5, alpha=2.0)[1:3] * 3 + 1
+g = torch.compile(f, backend="tpu")
+args = [torch.randn(4, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
+got = g(*[a.to("tpu") for a in args]).cpu()
+assert torch.allclose(got, f(*args), atol=1e-5, rtol=1e-5), (got, f(*args))
+"""
+
+
+def test_graph_constants_are_constants_of_its_program(mode):
+    # Python numbers of the graph (addmm's alpha and beta, the scales) and its view offsets are baked into
+    # the module (XLA folds them), not passed as scalar operands: @main takes the three storages only.
+    import os
+    import re
+    import subprocess
+    import sys
+    env = dict(os.environ, TORCH_TPU_LOG="hlo", TORCH_TPU_CACHE="0")
+    result = subprocess.run([sys.executable, "-c", _CONSTANTS_CHILD, mode], capture_output=True, text=True,
+                            timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    module = result.stderr.split("compiling fused graph of")[-1]
+    params = re.search(r"func\.func public @main\(([^)]*)\)", module).group(1)
+    types = re.findall(r"tensor<([^>]*)>", params)
+    assert types == ["16xf32"] * 3, params
+
+
+def test_graphs_called_with_numbers_keep_them_operands(mode, monkeypatch):
+    # A plain number among the arguments (a dynamic int here) may change from call to call: it stays an
+    # operand, so each new value replans the capture without compiling a program of its own.
+    monkeypatch.setenv("TORCH_TPU_COMPILE_BUCKETS", "0")
+    compiled = torch.compile(lambda x, n: x * n + n, backend="tpu", dynamic=True)
+    x = _data(6)
+    xt = x.to("tpu")
+    assert_close(compiled(xt, 2), x * 2 + 2)
+    compiles = _C._fused_stats()["compiles"]
+    for n in (3, 4, 5, 6):
+        assert_close(compiled(xt, n), x * n + n)
+    assert _C._fused_stats()["compiles"] == compiles
