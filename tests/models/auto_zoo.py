@@ -130,6 +130,12 @@ OVERRIDES = {
 }
 
 
+# Types whose eager attention path is broken in transformers itself (run with SDPA instead): Nemotron ASR
+# streaming fills -inf where `attention_mask.logical_not()`, but the eager path gets an additive float mask (0 where
+# attended), so every score is masked and softmax makes NaN.
+ATTN_IMPLEMENTATION = {"nemotron_asr_streaming": "sdpa", "nemotron_asr_streaming_encoder": "sdpa"}
+
+
 def _shrink_list(key, v, old_layers, new_layers):
     if not v or not all(isinstance(x, (int, float, str, bool, list, type(None))) for x in v):
         return v
@@ -397,7 +403,7 @@ def tiny_config(model_type):
         d.pop(k, None)
     d.pop("model_type", None)
     cfg = cls(**d)
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = ATTN_IMPLEMENTATION.get(model_type, "eager")
     # Sliding-window layers with no window set (Step-3.7's defaults derive the layer kinds after init): a window
     # shorter than the inputs.
     for c in (cfg, getattr(cfg, "text_config", None)):
