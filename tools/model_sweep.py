@@ -16,7 +16,11 @@ Known non-bugs, handled by rule (each documented in the generated doc):
   (b) outputs decided by thresholds/NMS/nonzero over a near-flat score field (SuperPoint): reported as such
       only where CPU float32's own output differs from float64's in shape (the evidence), otherwise compared;
   (c) random numbers drawn inside forward: `noise=` is passed where forward takes it (ViTMAE); otherwise,
-      where two CPU float32 runs under different seeds differ (the evidence), reported as such, not compared;
+      where two CPU float32 runs under different seeds differ (the evidence; both with gradients on), every
+      forward (CPU float32, the float64 reference, tpu in each mode) runs under tests/models/same_random.py's
+      SameRandom mode, which serves each random factory / in-place fill / dropout from a CPU generator seeded by
+      the call's index, so all see the same numbers (the calls replaced are named in the notes). Only where the
+      two seeds still differ under the mode (a draw it cannot see) is the type reported as such, not compared;
   (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's
       non-finite check is off for the type only where CPU float32's forward itself makes inf/nan in some op
       (the evidence, named in the notes), as tests/models/model_zoo.py's `nonfinite` does by hand.
@@ -496,8 +500,14 @@ def write_doc(results, modes_run):
         "type);",
         f"- (b) *{DISCRETE}*: outputs decided by thresholds/NMS/nonzero over a near-flat score field "
         "(SuperPoint-like); reported so only where CPU float32's output itself differs from float64's in shape;",
-        "- (c) random numbers drawn inside forward: where forward takes `noise=` (ViTMAE) it is passed, so "
-        f"the comparison runs; otherwise *{RANDOM}* (two CPU float32 runs under seeds 0 and 1 differ);",
+        "- (c) random numbers drawn inside forward: where forward takes `noise=` (ViTMAE) it is passed; otherwise, "
+        "where two CPU float32 runs under seeds 0 and 1 differ (the evidence), every forward (CPU float32, float64, "
+        "tpu) runs under tests/models/same_random.py's `SameRandom` mode: each random factory (randn, rand, randint, "
+        "*_like, randperm, normal, bernoulli, multinomial), in-place fill (normal_, uniform_, bernoulli_, "
+        "exponential_...) and training-mode dropout is served from a CPU generator seeded by the call's index, drawn "
+        "in float32 and converted to the requested dtype and device, so every run sees the same numbers; the calls "
+        "replaced are named in the notes. Only where the two seeds still differ under the mode: "
+        f"*{RANDOM}*;",
         "- (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's "
         "non-finite check is off for the type only where CPU float32's forward makes inf/nan in some op itself "
         "(named in the notes).",
