@@ -125,6 +125,11 @@ def audio_values(cfg, g, model_class=None):
     return torch.randn(BATCH, n, generator=g)
 
 
+# Encoders whose input_features go channels first, (batch, mel, frames), whatever their docstring says (the first
+# layer is a Conv1d inside a sub-module, which _conv1d_first does not see).
+FEATURES_FIRST = {"Qwen3ASREncoder", "VoxtralRealtimeEncoder"}
+
+
 def _conv1d_first(model_class):
     """Whether forward feeds input_features straight into one of its nn.Conv1d layers (GLM-ASR's conv1): the
     features go channels first, as Whisper's do, whatever the docstring says."""
@@ -149,7 +154,7 @@ def audio_features(cfg, g, model_class=None, frames=20):
                "feature_projection_input_dim", default=80)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
     if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
-            or model_class is not None and _conv1d_first(model_class):
+            or model_class is not None and (model_class.__name__ in FEATURES_FIRST or _conv1d_first(model_class)):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
 
@@ -202,7 +207,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
         elif n in ("input_features_mask", "feature_attention_mask", "input_features_attention_mask") \
                 and "input_features" in inputs:
             f = inputs["input_features"]
-            t = f.shape[-1] if get(cfg, "max_source_positions") and f.shape[1] == get(cfg, "num_mel_bins") else f.shape[1]
+            first = get(cfg, "max_source_positions") or model_class.__name__ in FEATURES_FIRST  # (batch, mel, frames)
+            t = f.shape[-1] if first and f.shape[1] == get(cfg, "num_mel_bins") else f.shape[1]
             inputs[n] = torch.ones(BATCH, t, dtype=torch.long)
         elif n == "mask" and "hidden_states" in inputs and inputs["hidden_states"].dim() == 3:
             inputs[n] = torch.ones(inputs["hidden_states"].shape[:2], dtype=torch.bool)
@@ -248,6 +254,34 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):
                 inputs[n] = torch.randn(BATCH, SEQ * 4, dim, generator=g)
+        else:
+            t = by_doc_shape(model_class, cfg, n, g)
+            if t is not None:
+                inputs[n] = t
+    if "lang_ids" in params and "lang_ids" not in inputs and "input_ids" in inputs:  # X-MOD: the first language
+        inputs["lang_ids"] = torch.zeros(inputs["input_ids"].shape[0], dtype=torch.long)
     return inputs
+
+
+def by_doc_shape(model_class, cfg, name, g):
+    """A required argument no rule above knows, from the shape forward's docstring gives it, where every dimension
+    is a known size: batch, sequence, hidden, channels, height/width. Masks (and long tensors) are all ones; float
+    tensors are drawn normal. None where the shape has another dimension or is not documented."""
+    dims = doc_shape(model_class, name)
+    if not dims:
+        return None
+    size = _int(get(cfg, "image_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    hidden = _int(get(cfg, "hidden_size", "embed_dim", "d_model"), 32)
+    known = {"batch_size": BATCH, "batch": BATCH, "sequence_length": SEQ, "seq_len": SEQ, "hidden_size": hidden,
+             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size}
+    if not all(d in known for d in dims):
+        return None
+    shape = [known[d] for d in dims]
+    doc = model_class.forward.__doc__ or ""
+    m = re.search(rf"{name} \(`([^`]*)`", doc)
+    if "mask" in name or m and "Long" in m.group(1):
+        return torch.ones(shape, dtype=torch.long)
+    return torch.randn(shape, generator=g)
 
 

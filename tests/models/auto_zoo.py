@@ -100,9 +100,11 @@ _PER_LAYER_LIST_KEYS = {"layer_types", "mlp_layer_types", "attention_types", "bl
                         "no_rope_layers", "moe_layers", "layers_type"}
 _STAGE_HIDDEN_LIST_KEYS = {"hidden_sizes", "embed_dims", "dims", "embed_dim_list", "channels", "widths",
                            "num_channels_list", "stage_channels", "encoder_hidden_sizes", "decoder_hidden_sizes",
-                           "out_channels_list", "hidden_dims"}
-_STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_num_heads", "attention_heads"}
-_STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers"}
+                           "out_channels_list", "hidden_dims", "embed_dim_per_stage"}
+_STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_num_heads", "attention_heads",
+                          "num_attention_heads_per_stage"}
+_STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers",
+                          "blocks_per_stage"}
 _TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_id")
 
 # The few types a generic rule cannot make tiny (kwargs applied to the shrunk dict, by model type).
@@ -127,6 +129,19 @@ OVERRIDES = {
     "bridgetower_vision_model": dict(hidden_size=64),
     # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
     "step3p5": dict(sliding_window=4),
+    "step3p7": dict(text_config=dict(sliding_window=4)),
+    # A non-square default image (256 x 192) the position embeddings are sized for: the synthetic 32 x 32.
+    "vitpose": dict(backbone_config=dict(image_size=[IMAGE, IMAGE])),
+    "vitpose_backbone": dict(image_size=[IMAGE, IMAGE]),
+    # The prompt and the input image stacked vertically: 2 x 32 by 32.
+    "seggpt": dict(image_size=[2 * IMAGE, IMAGE]),
+    # Hiera (SAM2's backbone): the stem's width is the first stage's; the neck's channel list and feature sizes
+    # follow the stages (reversed) and the 32 x 32 image (a quarter, an eighth, a sixteenth).
+    "sam2_hiera_det_model": dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
+    "sam2_vision_model": dict(backbone_config=dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
+                              backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[8, 8], [4, 4], [2, 2]]),
+    # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
+    "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
 }
 
 
