@@ -23,7 +23,10 @@ Known non-bugs, handled by rule (each documented in the generated doc):
       two seeds still differ under the mode (a draw it cannot see) is the type reported as such, not compared;
   (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's
       non-finite check is off for the type only where CPU float32's forward itself makes inf/nan in some op
-      (the evidence, named in the notes), as tests/models/model_zoo.py's `nonfinite` does by hand.
+      (the evidence, named in the notes), as tests/models/model_zoo.py's `nonfinite` does by hand;
+  (e) float32 hard-coded inside forward (`.float()`, `.to(torch.float32)`, dtype=torch.float32: Autoformer, MRA,
+      Inkling2): only where the float64 reference fails as is, it runs under tests/models/widen.py's Widen mode,
+      which turns those casts into float64 ones (counted in the notes); CPU float32 and tpu run unchanged.
 """
 import argparse
 import concurrent.futures
@@ -522,7 +525,11 @@ def write_doc(results, modes_run):
         f"*{RANDOM}*;",
         "- (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's "
         "non-finite check is off for the type only where CPU float32's forward makes inf/nan in some op itself "
-        "(named in the notes).",
+        "(named in the notes);",
+        "- (e) float32 hard-coded inside forward (`.float()`, `.to(torch.float32)`, `dtype=torch.float32`: "
+        "Autoformer, MRA, Inkling2): only where the float64 reference fails as is, it runs under "
+        "tests/models/widen.py's `Widen` mode, which makes those casts float64 (counted in the notes); CPU float32 "
+        "and tpu run the model unchanged.",
         "",
         f"Debug mode runs on a representative subset of {len(DEBUG_SUBSET)} types (`--debug-subset`: "
         + ", ".join(DEBUG_SUBSET) + "), in all three modes; its column says *not run* for the other types.",

@@ -110,6 +110,10 @@ def bbox(model_class, g, seq):
     return box.float() / 1000 if m and "Float" in m.group(1) else box
 
 
+# Waveform towers that take (batch, channels, samples) with no docstring shape to say so.
+WAVE_CHANNEL_FIRST = {"PeAudioModel", "PeAudioEncoder"}
+
+
 def audio_values(cfg, g, model_class=None):
     """A waveform; (batch, channels, samples) where forward's docstring says so (codecs), the samples a multiple of
     the config's total downsampling."""
@@ -119,7 +123,8 @@ def audio_values(cfg, g, model_class=None):
     if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
         hop = math.prod(ratios)
         n = hop * max(1, -(-AUDIO_SAMPLES // hop))
-    if dims and len(dims) == 3 and (dims[1] == "1" or "channel" in dims[1]):
+    if dims and len(dims) == 3 and (dims[1] == "1" or "channel" in dims[1]) \
+            or model_class is not None and model_class.__name__ in WAVE_CHANNEL_FIRST:
         ch = _int(get(cfg, "audio_channels", "channels"), 1)
         return torch.randn(BATCH, ch, n, generator=g)
     return torch.randn(BATCH, n, generator=g)

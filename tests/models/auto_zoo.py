@@ -117,7 +117,7 @@ OVERRIDES = {
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
     # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
     "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
-    "moshi": dict(ffn_dim=FFN + 1),
+    "moshi": dict(ffn_dim=FFN + 1, depth_decoder_config=dict(ffn_dim=FFN + 1)),
     "moshi_depth": dict(ffn_dim=FFN + 1),
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
     "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
@@ -140,6 +140,8 @@ OVERRIDES = {
     "sam2_hiera_det_model": dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
     "sam2_vision_model": dict(backbone_config=dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
                               backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[8, 8], [4, 4], [2, 2]]),
+    # The bottleneck (the width the layers run at) as wide as the shrunk hidden size.
+    "mobilebert": dict(intra_bottleneck_size=HIDDEN),
     # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
     "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
 }
