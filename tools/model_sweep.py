@@ -240,7 +240,7 @@ def _run_class(model_type, cls_name, task, modes, record, save):
                        + (f" (with float32 casts widened: {_first_line(e2)})" if str(e2) != str(e) else ""))
             return
         rec["notes"].append(f"rule (e): the float64 reference fails as is ({_first_line(e)[:100]}); forward's "
-                            "float32 casts widened to float64 in it: "
+                            "float32 casts (and default dtype) widened to float64 in it: "
                             + ", ".join(f"{k} x{v}" for k, v in sorted(widen.calls.items())))
     # Rule (b): a discrete output whose shape float32 and float64 CPU disagree on (the evidence).
     if cpu_out.shape != ex_out.shape:

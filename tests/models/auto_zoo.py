@@ -150,7 +150,8 @@ OVERRIDES = {
 # Types whose eager attention path is broken in transformers itself (run with SDPA instead): Nemotron ASR
 # streaming fills -inf where `attention_mask.logical_not()`, but the eager path gets an additive float mask (0 where
 # attended), so every score is masked and softmax makes NaN.
-ATTN_IMPLEMENTATION = {"nemotron_asr_streaming": "sdpa", "nemotron_asr_streaming_encoder": "sdpa"}
+ATTN_IMPLEMENTATION = {"nemotron_asr_streaming": "sdpa", "nemotron_asr_streaming_encoder": "sdpa",
+                       "nemotron3_5_asr": "sdpa"}
 
 
 def _shrink_list(key, v, old_layers, new_layers):

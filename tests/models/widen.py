@@ -2,8 +2,9 @@
 
 Some models hard-code float32 inside forward (`.float()` before a norm or a softmax, `dtype=torch.float32`
 factories, `.to(torch.float32)`), so their float64 copy mixes float32 and float64 tensors and fails ("mat1 and
-mat2 must have the same dtype"). `Widen` is a TorchFunctionMode for the float64 reference only: every such cast
-or float32 request becomes float64, so the reference is float64 throughout, as the model would compute it had it
+mat2 must have the same dtype"), or fill a default-dtype (float32) tensor with float64's finfo.min (XGLM).
+`Widen` is a TorchFunctionMode for the float64 reference only: every such cast or float32 request becomes float64
+and the default dtype is float64 while it is on, so the reference is float64 throughout, as the model would compute it had it
 been written dtype-generic. It is used only where the plain float64 reference fails.
 
     with Widen() as w:
@@ -18,6 +19,16 @@ class Widen(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.calls = {}
+
+    def __enter__(self):
+        # Factories with no dtype (XGLM's torch.full((), torch.finfo(float64).min)) make float64 too.
+        self._default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self._default)
+        return super().__exit__(*exc)
 
     def _count(self, what):
         self.calls[what] = self.calls.get(what, 0) + 1
