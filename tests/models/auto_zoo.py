@@ -520,6 +520,12 @@ def make_inputs(model_class, cfg, task, seed):
     g = torch.Generator().manual_seed(seed)
     name = getattr(model_class, "main_input_name", "input_ids")
     params = inspect.signature(model_class.forward).parameters
+    if name == "input_ids" and "input_ids" not in params:
+        # A tower that keeps PreTrainedModel's default main_input_name (GOT-OCR2's vision encoder, Kosmos-2.5's):
+        # its forward's first input that a rule knows, where it is optional (a required one is filled below).
+        name = next((n for n in params if n in ("pixel_values", "flattened_patches", "input_features",
+                                                 "input_values", "pixel_values_videos")
+                     and n not in auto_inputs.required(model_class)), name)
     hi = min(_vocab(cfg), VOCAB)
     inputs = {}
     codebooks = None
@@ -603,6 +609,11 @@ def make_inputs(model_class, cfg, task, seed):
             inputs["pixel_values"] = auto_inputs.video(vc, g)
     if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional
         auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["visual_feats"])
+    if "pixel_mask" in params and "pixel_values" in params and "input_ids" in inputs and "pixel_values" not in inputs \
+            and getattr(cfg, "vision_config", None) is None and not _image_tokens(cfg):
+        # A one-tower vision-language encoder (ViLT) that needs its image as well as its text.
+        inputs["pixel_values"] = auto_inputs.image(cfg, g)
+        inputs["pixel_mask"] = torch.ones(BATCH, *inputs["pixel_values"].shape[-2:], dtype=torch.long)
     if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
         inputs["bbox"] = auto_inputs.bbox(model_class, g, inputs["input_ids"].shape[1])
     if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
