@@ -142,6 +142,12 @@ OVERRIDES = {
                               backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[8, 8], [4, 4], [2, 2]]),
     # The bottleneck (the width the layers run at) as wide as the shrunk hidden size.
     "mobilebert": dict(intra_bottleneck_size=HIDDEN),
+    # Position embeddings sized for the default [224, 224] (a list the int image_size rule does not shrink).
+    "hiera": dict(image_size=[IMAGE, IMAGE]),
+    # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
+    "levit": dict(patch_size=16),
+    # Five stride-2 stages: 32 x 32 vanishes before the last one.
+    "mobilevitv2": dict(image_size=2 * IMAGE),
     # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
     "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
 }
@@ -581,7 +587,10 @@ def make_inputs(model_class, cfg, task, seed):
     if name == "input_ids" and "input_ids" not in params and any(n not in inputs for n in req):
         inputs = {}  # forward takes no input_ids (a tower whose main_input_name is the default)
     had_pixels = "pixel_values" in inputs
-    auto_inputs.fill_required(model_class, cfg, inputs, g, hi)
+    # Patch-grid towers whose grid argument is optional in the signature but not in fact (SigLIP2's
+    # classification head, Muse's vision towers): the grid rules as if it were required.
+    grid = [n for n in ("spatial_shapes", "grid_thw") if n in params and n not in auto_inputs.required(model_class)]
+    auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=grid if had_pixels else ())
     if had_pixels and "pixel_values" not in params and "hidden_states" in inputs:
         inputs.pop("pixel_values")  # a Qwen-style tower takes its patches as hidden_states
     if isinstance(name, str) and name not in inputs and name in params \
