@@ -110,6 +110,9 @@ def bbox(model_class, g, seq):
     return box.float() / 1000 if m and "Float" in m.group(1) else box
 
 
+# Video towers that take their frames folded into the batch, (batch x frames, C, H, W) (X-CLIP's).
+FRAMES_IN_BATCH = {"XCLIPVisionModel"}
+
 # Waveform towers that take (batch, channels, samples) with no docstring shape to say so.
 WAVE_CHANNEL_FIRST = {"PeAudioModel", "PeAudioEncoder"}
 

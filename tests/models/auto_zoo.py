@@ -144,6 +144,8 @@ OVERRIDES = {
     "mobilebert": dict(intra_bottleneck_size=HIDDEN),
     # Position embeddings sized for the default [224, 224] (a list the int image_size rule does not shrink).
     "hiera": dict(image_size=[IMAGE, IMAGE]),
+    # Derived widths the defaults serialise (64 x 2 / 8 heads: 8, not the default's 640).
+    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8),
     # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
@@ -561,6 +563,8 @@ def make_inputs(model_class, cfg, task, seed):
             inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
         elif auto_inputs.is_video_model(model_class, cfg):  # generic docstrings say 4-D even for videos
             inputs = dict(pixel_values=auto_inputs.video(cfg, g))
+        if model_class.__name__ in auto_inputs.FRAMES_IN_BATCH and inputs["pixel_values"].dim() == 5:
+            inputs = dict(pixel_values=inputs["pixel_values"].flatten(0, 1))  # (batch x frames, C, H, W)
     elif name == "input_values":
         mel = _get(cfg, "num_mel_bins")
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
