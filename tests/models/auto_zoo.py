@@ -144,8 +144,10 @@ OVERRIDES = {
     "mobilebert": dict(intra_bottleneck_size=HIDDEN),
     # Position embeddings sized for the default [224, 224] (a list the int image_size rule does not shrink).
     "hiera": dict(image_size=[IMAGE, IMAGE]),
-    # Derived widths the defaults serialise (64 x 2 / 8 heads: 8, not the default's 640).
-    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8),
+    # Derived widths the defaults serialise: Mamba heads (64 x 2 / 8 heads: 8, not 640) and the shared attention,
+    # which runs on the hidden state and the embeddings concatenated (2 x 32).
+    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8, attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N,
+                   kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
     # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
