@@ -432,9 +432,24 @@ torch.manual_seed(0)
 model = cls(cfg).eval()
 _reinit_zero_routers(model)
 inputs = auto_zoo.make_inputs(type(model), cfg, {task!r}, seed={seed})
-cpu = _train_forward(copy.deepcopy(model), inputs)
-ex = _train_forward(_float64_model(model), {{k: _float64(v) for k, v in inputs.items()}})
-with torch_tpu.eager_mode({mode!r}):
+import contextlib
+from same_random import SameRandom
+from widen import Widen
+rng = SameRandom(seed=0) if {fixed!r} else None  # rule (c): the same random draws on every device and dtype
+
+
+def fixed():
+    if rng is None:
+        return contextlib.nullcontext()
+    rng.reset()
+    return rng
+
+
+with fixed():
+    cpu = _train_forward(copy.deepcopy(model), inputs)
+with fixed(), (Widen() if {widen!r} else contextlib.nullcontext()):  # rule (e)
+    ex = _train_forward(_float64_model(model), {{k: _float64(v) for k, v in inputs.items()}})
+with torch_tpu.eager_mode({mode!r}), fixed():
     tpu = _train_forward(copy.deepcopy(model).to("tpu"),
                          {{k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}})
     print("forward (ok, err, tol):", compare([tpu[0]], [cpu[0]], [ex[0]]))
@@ -463,7 +478,9 @@ def write_repro(rec, modes, repro_dir):
         with open(path, "w") as f:
             f.write(REPRO.format(type=rec["type"], cls=cls, mode=bad_mode, reason=rec.get("reason", "")[:300],
                                  py=sys.executable, path=path, models=MODELS, tools=os.path.join(ROOT, "tools"),
-                                 task=c.get("task"), seed=sum(map(ord, rec["type"]))))
+                                 task=c.get("task"), seed=sum(map(ord, rec["type"])),
+                                 fixed=any(n.startswith("rule (c)") for n in c.get("notes", [])),
+                                 widen=any(n.startswith("rule (e)") for n in c.get("notes", []))))
         rec["repro"] = path
         return
 

@@ -138,6 +138,10 @@ def audio_values(cfg, g, model_class=None):
 FEATURES_FIRST = {"Qwen3ASREncoder", "VoxtralRealtimeEncoder"}
 
 
+# Encoders whose features are several mel frames stacked (the processor's job): num_mel_bins x this.
+STACKED_FRAMES = {"GraniteSpeech5Encoder": 4, "GraniteSpeech5ForCTC": 4}
+
+
 def _conv1d_first(model_class):
     """Whether forward feeds input_features straight into one of its nn.Conv1d layers (GLM-ASR's conv1): the
     features go channels first, as Whisper's do, whatever the docstring says."""
@@ -160,6 +164,8 @@ def audio_features(cfg, g, model_class=None, frames=20):
         return torch.randn(BATCH, mel, 2 * src, generator=g)
     feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "n_mel_bins", "input_dim", "n_mels",
                "feature_projection_input_dim", default=80)
+    if model_class is not None:
+        feat *= STACKED_FRAMES.get(model_class.__name__, 1)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
     if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
             or model_class is not None and (model_class.__name__ in FEATURES_FIRST or _conv1d_first(model_class)):
@@ -293,3 +299,29 @@ def by_doc_shape(model_class, cfg, name, g):
     return torch.randn(shape, generator=g)
 
 
+
+
+def _mllama_vision(cfg, g):
+    tiles = _int(get(cfg, "max_num_tiles"), 4)
+    size = _int(get(cfg, "image_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    return dict(pixel_values=torch.randn(BATCH, 1, tiles, channels(cfg), size, size, generator=g),
+                aspect_ratio_ids=torch.ones(BATCH, 1, dtype=torch.long),
+                aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))
+
+
+# The few classes whose forward no name rule can feed (kept small: a generic rule first wherever one works).
+CLASS_INPUTS = {
+    # Acoustic tokenizer halves: the encoder takes the waveform (batch, 1, samples) as hidden_states, the decoder
+    # latents (batch, hidden, frames).
+    "VibeVoiceAcousticTokenizerEncoderModel": lambda cfg, g: dict(
+        hidden_states=torch.randn(BATCH, _int(get(cfg, "channels"), 1), 3200, generator=g)),
+    "VibeVoiceAcousticTokenizerDecoderModel": lambda cfg, g: dict(
+        hidden_states=torch.randn(BATCH, _int(get(cfg, "hidden_size"), 32), 8, generator=g)),
+    # One image of max_num_tiles tiles, every tile real, aspect ratio id 1.
+    "MllamaVisionModel": _mllama_vision,
+    # Learned queries (the Q-Former's own input): (batch, queries, hidden).
+    "Blip2QFormerModel": lambda cfg, g: dict(
+        query_embeds=torch.randn(BATCH, 4, _int(get(cfg, "hidden_size"), 32), generator=g),
+        encoder_hidden_states=torch.randn(BATCH, SEQ, _int(get(cfg, "encoder_hidden_size"), 32), generator=g)),
+}

@@ -148,6 +148,8 @@ OVERRIDES = {
     # which runs on the hidden state and the embeddings concatenated (2 x 32).
     "zamba2": dict(mamba_headdim=2 * HIDDEN // 8, attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N,
                    kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
+    # Intermediate layers taken from a 2-layer encoder, and as few global layers.
+    "mllama_vision_model": dict(intermediate_layers_indices=[0, 1], num_global_layers=LAYERS),
     # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
@@ -528,6 +530,8 @@ def _image_tokens(cfg):
 def make_inputs(model_class, cfg, task, seed):
     """Synthetic inputs for `model_class` from its main_input_name (with labels where the head takes them)."""
     g = torch.Generator().manual_seed(seed)
+    if model_class.__name__ in auto_inputs.CLASS_INPUTS:
+        return auto_inputs.CLASS_INPUTS[model_class.__name__](cfg, g)
     name = getattr(model_class, "main_input_name", "input_ids")
     params = inspect.signature(model_class.forward).parameters
     if name == "input_ids" and "input_ids" not in params:
