@@ -317,7 +317,7 @@ CLASS_INPUTS = {
     "VibeVoiceAcousticTokenizerEncoderModel": lambda cfg, g: dict(
         hidden_states=torch.randn(BATCH, _int(get(cfg, "channels"), 1), 3200, generator=g)),
     "VibeVoiceAcousticTokenizerDecoderModel": lambda cfg, g: dict(
-        hidden_states=torch.randn(BATCH, _int(get(cfg, "hidden_size"), 32), 8, generator=g)),
+        hidden_states=torch.randn(BATCH, _int(get(cfg, "hidden_size"), 32), 2, generator=g)),
     # One image of max_num_tiles tiles, every tile real, aspect ratio id 1.
     "MllamaVisionModel": _mllama_vision,
     # Learned queries (the Q-Former's own input): (batch, queries, hidden).
