@@ -150,6 +150,20 @@ OVERRIDES = {
                    kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
     # Intermediate layers taken from a 2-layer encoder, and as few global layers.
     "mllama_vision_model": dict(intermediate_layers_indices=[0, 1], num_global_layers=LAYERS),
+    # Config validators the generic sizes break, fixed consistently:
+    # KV-sharing layers (the last N reuse earlier layers' caches): none of 2 layers.
+    "gemma3n_text": dict(num_kv_shared_layers=0),
+    # Sliding-window attention's head_dim = qk_nope_head_dim + qk_rope_head_dim (8 = 4 + 4).
+    "dots3_note_text": dict(qk_nope_head_dim=4, qk_rope_head_dim=4),
+    # The adaptor's width is the text model's hidden size / 4.
+    "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=HIDDEN // 4)),
+    # The flow head is conditioned on the backbone's hidden state.
+    "gradium_phonon_tts": dict(flow_head_config=dict(condition_dim=HIDDEN)),
+    "pocket_tts": dict(flow_head_config=dict(condition_dim=HIDDEN)),
+    # The adapter reads vision layers that exist in a 2-layer tower.
+    "molmo2": dict(adapter_config=dict(vision_feature_layer=[1, 0])),
+    # The 32 x 32 image's 4 x 4 patches split into 2 x 2 windows (16 windows need 64 x 64 at least).
+    "lw_detr_vit": dict(num_windows=4, num_windows_side=2),
     # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
