@@ -61,6 +61,10 @@ LABELS = {"causal-lm": "ids", "masked-lm": "masked", "seq2seq-lm": "ids5", "spee
           "image-classification": "class", "audio-classification": "class", "ctc": "ctc",
           "sequence-classification": "class", "token-classification": "tokclass"}
 
+# Decoder-only speech LMs listed among the seq2seq heads: their labels are their own tokens (a causal LM loss).
+LABELS_ARE_INPUT_IDS = {"FunAsrNanoForConditionalGeneration", "Nemotron3_5TranscribeForConditionalGeneration",
+                        "VibeVoiceForConditionalGeneration"}
+
 # Config keys, by what they size.
 _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "embedding_size", "d_embed",
                 "projection_dim", "dim", "word_embed_proj_dim", "n_embed", "model_dim", "emb_dim",
@@ -664,6 +668,8 @@ def make_inputs(model_class, cfg, task, seed):
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]
             inputs["labels"] = labels
+        elif kind == "ids5" and model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
+            inputs["labels"] = inputs["input_ids"].clone()
         elif kind == "ids5":
             inputs["labels"] = _ids(g, (BATCH, 5), 3, hi)
         elif kind == "class":
