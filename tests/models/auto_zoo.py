@@ -12,13 +12,16 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   CPU's grouped_mm wants 16-byte strides), vocab -> 99 (token ids above it -> small ids), image_size -> 32,
   patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
   per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
-`OVERRIDES` holds the few types where a generic rule cannot work.
+`OVERRIDES` holds the few types where a generic rule cannot work (mostly config validators that tie two shrunk
+sizes together), `ATTN_IMPLEMENTATION` the types whose eager attention is broken in transformers itself (run with
+SDPA), `LABELS_ARE_INPUT_IDS` decoder-only speech LMs listed among the seq2seq heads.
 
 Inputs: the main input by name (input_ids, pixel_values, input_values, input_features, inputs_embeds,
 pixel_values_videos), then every *required* forward argument synthesized by name and from the config
-(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, ...). Classes
-transformers does not export (vision/audio towers of multimodal models) come from the type's modeling module
-(`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
+(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, any argument
+whose documented shape has only known dimensions, ...; `auto_inputs.CLASS_INPUTS` for the few classes no name rule
+can feed). Classes transformers does not export (vision/audio towers of multimodal models) come from the type's
+modeling module (`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
 """
 import functools
 import inspect
