@@ -153,8 +153,8 @@ OVERRIDES = {
     "hiera": dict(image_size=[IMAGE, IMAGE]),
     # Derived widths the defaults serialise: Mamba heads (64 x 2 / 8 heads: 8, not 640) and the shared attention,
     # which runs on the hidden state and the embeddings concatenated (2 x 32).
-    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8, attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N,
-                   kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
+    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8, attention_hidden_size=2 * HIDDEN,
+                   attention_head_dim=2 * HIDDEN // HEADS_N, kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
     # Intermediate layers taken from a 2-layer encoder, and as few global layers.
     "mllama_vision_model": dict(intermediate_layers_indices=[0, 1], num_global_layers=LAYERS),
     # Config validators the generic sizes break, fixed consistently:

@@ -5,7 +5,8 @@ decoders, VibeVoice's acoustic tokenizer...). tpu's generator is not CPU's, and 
 float32's, so such a forward cannot be compared as it is. `SameRandom` is a TorchFunctionMode that serves every
 random factory and in-place random fill from a CPU torch.Generator seeded by the call's index within the
 forward (`seed + index`), drawn in float32 (float64 for a float64 request is the float32 draw widened, so the
-float64 reference sees the very numbers float32 does) on CPU, then converted to the requested dtype and device.
+float64 reference sees the very numbers float32 does; an affine fill such as normal_(mean, std) is applied in
+float64, then rounded to the tensor's dtype) on CPU, then converted to the requested dtype and device.
 Draws that depend on data (bernoulli(p), dropout, multinomial) are made from CPU uniforms of the data's shape
 and compared with the data on its own device (u < p), so only a near-tie of p with a uniform could differ.
 
@@ -173,8 +174,8 @@ class SameRandom(TorchFunctionMode):
 
     def _randperm(self, n, **kwargs):
         t = torch.randperm(int(n), generator=self._gen())
-        return self._out(t, kwargs.get("dtype") or torch.int64, kwargs.get("device"), kwargs.get("requires_grad", False),
-                         kwargs.get("out"))
+        return self._out(t, kwargs.get("dtype") or torch.int64, kwargs.get("device"),
+                         kwargs.get("requires_grad", False), kwargs.get("out"))
 
     def _normal(self, mean=0.0, std=1.0, size=None, **kwargs):
         out = kwargs.pop("out", None)

@@ -4,8 +4,8 @@ Some models hard-code float32 inside forward (`.float()` before a norm or a soft
 factories, `.to(torch.float32)`), so their float64 copy mixes float32 and float64 tensors and fails ("mat1 and
 mat2 must have the same dtype"), or fill a default-dtype (float32) tensor with float64's finfo.min (XGLM).
 `Widen` is a TorchFunctionMode for the float64 reference only: every such cast or float32 request becomes float64
-and the default dtype is float64 while it is on, so the reference is float64 throughout, as the model would compute it had it
-been written dtype-generic. It is used only where the plain float64 reference fails.
+and the default dtype is float64 while it is on, so the reference is float64 throughout, as the model would
+compute it had it been written dtype-generic. It is used only where the plain float64 reference fails.
 
     with Widen() as w:
         out = model_float64(**inputs_float64)
