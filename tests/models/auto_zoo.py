@@ -140,8 +140,6 @@ OVERRIDES = {
     # A non-square default image (256 x 192) the position embeddings are sized for: the synthetic 32 x 32.
     "vitpose": dict(backbone_config=dict(image_size=[IMAGE, IMAGE])),
     "vitpose_backbone": dict(image_size=[IMAGE, IMAGE]),
-    # The prompt and the input image stacked vertically: 2 x 32 by 32.
-    "seggpt": dict(image_size=[2 * IMAGE, IMAGE]),
     # Hiera (SAM2's backbone): the stem's width is the first stage's; the neck's channel list and feature sizes
     # follow the stages (reversed) and the 32 x 32 image (a quarter, an eighth, a sixteenth).
     "sam2_hiera_det_model": dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
