@@ -16,10 +16,17 @@ Known non-bugs, handled by rule (each documented in the generated doc):
   (b) outputs decided by thresholds/NMS/nonzero over a near-flat score field (SuperPoint): reported as such
       only where CPU float32's own output differs from float64's in shape (the evidence), otherwise compared;
   (c) random numbers drawn inside forward: `noise=` is passed where forward takes it (ViTMAE); otherwise,
-      where two CPU float32 runs under different seeds differ (the evidence), reported as such, not compared;
+      where two CPU float32 runs under different seeds differ (the evidence; both with gradients on), every
+      forward (CPU float32, the float64 reference, tpu in each mode) runs under tests/models/same_random.py's
+      SameRandom mode, which serves each random factory / in-place fill / dropout from a CPU generator seeded by
+      the call's index, so all see the same numbers (the calls replaced are named in the notes). Only where the
+      two seeds still differ under the mode (a draw it cannot see) is the type reported as such, not compared;
   (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's
       non-finite check is off for the type only where CPU float32's forward itself makes inf/nan in some op
-      (the evidence, named in the notes), as tests/models/model_zoo.py's `nonfinite` does by hand.
+      (the evidence, named in the notes), as tests/models/model_zoo.py's `nonfinite` does by hand;
+  (e) float32 hard-coded inside forward (`.float()`, `.to(torch.float32)`, dtype=torch.float32: Autoformer, MRA,
+      Inkling2): only where the float64 reference fails as is, it runs under tests/models/widen.py's Widen mode,
+      which turns those casts into float64 ones (counted in the notes); CPU float32 and tpu run unchanged.
 """
 import argparse
 import concurrent.futures
@@ -44,7 +51,8 @@ LIMIT_S = 90
 STAGES = ("forward", "loss", "backward", "adamw")
 NOT_BUILDABLE = "not buildable tiny on CPU"
 DISCRETE = "discrete output decided by float32 near-ties (CPU float32 vs float64 also differ)"
-RANDOM = "draws random numbers inside forward (CPU float32 under seeds 0 and 1 differ); not compared"
+RANDOM = ("draws random numbers inside forward that fixing the draws does not make identical (CPU float32 under "
+          "seeds 0 and 1 differ even with tests/models/same_random.py's mode); not compared")
 # Debug mode (launch-blocking: each op completes before the next) on a representative subset, in all three modes:
 # decoders, encoders, seq2seq, vision, audio, MoE, SSM/hybrid, multimodal, time series.
 DEBUG_SUBSET = ("llama", "gpt2", "qwen3", "gemma2", "bert", "roberta", "deberta-v2", "t5", "bart", "whisper", "vit",
@@ -145,6 +153,8 @@ def _run_class(model_type, cls_name, task, modes, record, save):
     import transformers
     import auto_zoo
     from conftest import nonfinite_ok
+    from same_random import SameRandom
+    from widen import Widen
     from test_models_hf import _adamw, _float64, _float64_model, compare
 
     rec = record.setdefault("classes", {}).setdefault(cls_name, {"task": task, "modes": {}, "notes": []})
@@ -179,25 +189,66 @@ def _run_class(model_type, cls_name, task, modes, record, save):
     if not torch.isfinite(cpu_out).all():  # tiny widths can vanish or overflow (ALIGN: embeddings normalised from 0)
         rec.update(status=NOT_BUILDABLE, reason=f"CPU forward: {out_name} has inf/nan at tiny sizes")
         return
-    # Rule (c): randomness inside forward, by evidence (two CPU float32 runs under different seeds).
-    with torch.no_grad():
-        torch.manual_seed(1)
-        again = _main_output(copy.deepcopy(initial)(**inputs))[1]
+    # Rule (c): randomness inside forward, by evidence (two CPU float32 runs under different seeds); then every
+    # forward (CPU float32, float64, tpu) runs with the draws fixed (tests/models/same_random.py), if that makes
+    # the two CPU runs equal.
+    # (The second run has gradients on as the first had: some CPU kernels differ in the last bit without them.)
+    rng = None
+    torch.manual_seed(1)
+    again = _main_output(copy.deepcopy(initial)(**inputs))[1].detach()
     if again.shape != cpu_out.shape or not torch.equal(again, cpu_out.detach()):
-        rec.update(status=RANDOM, reason=RANDOM)
-        return
-    try:
+        rng = SameRandom(seed=0)
+        try:
+            torch.manual_seed(0)
+            with rng:
+                cpu_out, cpu_loss, cpu_grads, out_name = _train_forward(copy.deepcopy(initial), inputs)
+            replaced = dict(rng.calls)
+            rng.reset()
+            with rng:
+                torch.manual_seed(1)
+                again = _main_output(copy.deepcopy(initial)(**inputs))[1].detach()
+        except Exception as e:  # noqa: BLE001
+            rec.update(status=NOT_BUILDABLE, reason="CPU forward with the random draws fixed: " + _first_line(e))
+            return
+        what = ", ".join(f"{k} x{v}" for k, v in sorted(replaced.items())) or "none seen"
+        if again.shape != cpu_out.shape or not torch.equal(again, cpu_out.detach()):
+            rec.update(status=RANDOM, reason=f"{RANDOM} (draws replaced: {what})")
+            return
+        rec["notes"].append(f"rule (c): random draws in forward (CPU float32 under seeds 0 and 1 differ) served "
+                            f"from per-call CPU generators on every device and dtype: {what}")
+
+    def fixed():
+        """Each forward's draws from the first call's seed again (rule (c)), or nothing."""
+        if rng is None:
+            return contextlib.nullcontext()
+        rng.reset()
+        return rng
+    def reference(widen=None):
         torch.manual_seed(0)
-        ex_out, ex_loss, ex_grads, _ = _train_forward(_float64_model(initial), {k: _float64(v) for k, v in inputs.items()})
+        with fixed(), (widen or contextlib.nullcontext()):
+            return _train_forward(_float64_model(initial), {k: _float64(v) for k, v in inputs.items()})
+    try:
+        ex_out, ex_loss, ex_grads, _ = reference()
     except Exception as e:  # noqa: BLE001
-        rec.update(status=NOT_BUILDABLE, reason="CPU float64 reference: " + _first_line(e))
-        return
+        # Rule (e): float32 hard-coded inside forward (`.float()`, dtype=torch.float32): widened to float64 in the
+        # reference only, and only where the plain float64 reference fails.
+        widen = Widen()
+        try:
+            ex_out, ex_loss, ex_grads, _ = reference(widen)
+        except Exception as e2:  # noqa: BLE001
+            rec.update(status=NOT_BUILDABLE, reason="CPU float64 reference: " + _first_line(e)
+                       + (f" (with float32 casts widened: {_first_line(e2)})" if str(e2) != str(e) else ""))
+            return
+        rec["notes"].append(f"rule (e): the float64 reference fails as is ({_first_line(e)[:100]}); forward's "
+                            "float32 casts (and default dtype) widened to float64 in it: "
+                            + ", ".join(f"{k} x{v}" for k, v in sorted(widen.calls.items())))
     # Rule (b): a discrete output whose shape float32 and float64 CPU disagree on (the evidence).
     if cpu_out.shape != ex_out.shape:
         rec.update(status=DISCRETE, reason=f"{DISCRETE}: {out_name} {list(cpu_out.shape)} on CPU float32, "
                                            f"{list(ex_out.shape)} on float64")
         return
-    nonfinite = _cpu_nonfinite_ops(copy.deepcopy(initial), inputs) if "debug" in modes else []
+    with fixed():
+        nonfinite = _cpu_nonfinite_ops(copy.deepcopy(initial), inputs) if "debug" in modes else []
     if nonfinite:
         rec["notes"].append(f"rule (d): CPU float32 makes inf/nan inside forward ({', '.join(nonfinite[:3])}); "
                             "debug mode's non-finite check off")
@@ -220,7 +271,8 @@ def _run_class(model_type, cls_name, task, modes, record, save):
                 model = copy.deepcopy(initial).to("tpu")
                 tin = {k: (v.to("tpu") if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
                 torch.manual_seed(0)
-                out, loss, grads, _ = _train_forward(model, tin)
+                with fixed():
+                    out, loss, grads, _ = _train_forward(model, tin)
                 check("forward", *compare([out], [cpu_out], [ex_out]))
                 check("loss", *compare([loss], [cpu_loss], [ex_loss]))
                 grads = {n: g.cpu() for n, g in grads.items()}
@@ -380,9 +432,24 @@ torch.manual_seed(0)
 model = cls(cfg).eval()
 _reinit_zero_routers(model)
 inputs = auto_zoo.make_inputs(type(model), cfg, {task!r}, seed={seed})
-cpu = _train_forward(copy.deepcopy(model), inputs)
-ex = _train_forward(_float64_model(model), {{k: _float64(v) for k, v in inputs.items()}})
-with torch_tpu.eager_mode({mode!r}):
+import contextlib
+from same_random import SameRandom
+from widen import Widen
+rng = SameRandom(seed=0) if {fixed!r} else None  # rule (c): the same random draws on every device and dtype
+
+
+def fixed():
+    if rng is None:
+        return contextlib.nullcontext()
+    rng.reset()
+    return rng
+
+
+with fixed():
+    cpu = _train_forward(copy.deepcopy(model), inputs)
+with fixed(), (Widen() if {widen!r} else contextlib.nullcontext()):  # rule (e)
+    ex = _train_forward(_float64_model(model), {{k: _float64(v) for k, v in inputs.items()}})
+with torch_tpu.eager_mode({mode!r}), fixed():
     tpu = _train_forward(copy.deepcopy(model).to("tpu"),
                          {{k: v.to("tpu") if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}})
     print("forward (ok, err, tol):", compare([tpu[0]], [cpu[0]], [ex[0]]))
@@ -411,7 +478,9 @@ def write_repro(rec, modes, repro_dir):
         with open(path, "w") as f:
             f.write(REPRO.format(type=rec["type"], cls=cls, mode=bad_mode, reason=rec.get("reason", "")[:300],
                                  py=sys.executable, path=path, models=MODELS, tools=os.path.join(ROOT, "tools"),
-                                 task=c.get("task"), seed=sum(map(ord, rec["type"]))))
+                                 task=c.get("task"), seed=sum(map(ord, rec["type"])),
+                                 fixed=any(n.startswith("rule (c)") for n in c.get("notes", [])),
+                                 widen=any(n.startswith("rule (e)") for n in c.get("notes", []))))
         rec["repro"] = path
         return
 
@@ -463,11 +532,21 @@ def write_doc(results, modes_run):
         "type);",
         f"- (b) *{DISCRETE}*: outputs decided by thresholds/NMS/nonzero over a near-flat score field "
         "(SuperPoint-like); reported so only where CPU float32's output itself differs from float64's in shape;",
-        "- (c) random numbers drawn inside forward: where forward takes `noise=` (ViTMAE) it is passed, so "
-        f"the comparison runs; otherwise *{RANDOM}* (two CPU float32 runs under seeds 0 and 1 differ);",
+        "- (c) random numbers drawn inside forward: where forward takes `noise=` (ViTMAE) it is passed; otherwise, "
+        "where two CPU float32 runs under seeds 0 and 1 differ (the evidence), every forward (CPU float32, float64, "
+        "tpu) runs under tests/models/same_random.py's `SameRandom` mode: each random factory (randn, rand, randint, "
+        "*_like, randperm, normal, bernoulli, multinomial), in-place fill (normal_, uniform_, bernoulli_, "
+        "exponential_...) and training-mode dropout is served from a CPU generator seeded by the call's index, drawn "
+        "in float32 and converted to the requested dtype and device, so every run sees the same numbers; the calls "
+        "replaced are named in the notes. Only where the two seeds still differ under the mode: "
+        f"*{RANDOM}*;",
         "- (d) inf/nan made inside forward on purpose (T5's log(0) position buckets, then masked): debug mode's "
         "non-finite check is off for the type only where CPU float32's forward makes inf/nan in some op itself "
-        "(named in the notes).",
+        "(named in the notes);",
+        "- (e) float32 hard-coded inside forward (`.float()`, `.to(torch.float32)`, `dtype=torch.float32`: "
+        "Autoformer, MRA, Inkling2): only where the float64 reference fails as is, it runs under "
+        "tests/models/widen.py's `Widen` mode, which makes those casts float64 (counted in the notes); CPU float32 "
+        "and tpu run the model unchanged.",
         "",
         f"Debug mode runs on a representative subset of {len(DEBUG_SUBSET)} types (`--debug-subset`: "
         + ", ".join(DEBUG_SUBSET) + "), in all three modes; its column says *not run* for the other types.",

@@ -110,6 +110,13 @@ def bbox(model_class, g, seq):
     return box.float() / 1000 if m and "Float" in m.group(1) else box
 
 
+# Video towers that take their frames folded into the batch, (batch x frames, C, H, W) (X-CLIP's).
+FRAMES_IN_BATCH = {"XCLIPVisionModel"}
+
+# Waveform towers that take (batch, channels, samples) with no docstring shape to say so.
+WAVE_CHANNEL_FIRST = {"PeAudioModel", "PeAudioEncoder"}
+
+
 def audio_values(cfg, g, model_class=None):
     """A waveform; (batch, channels, samples) where forward's docstring says so (codecs), the samples a multiple of
     the config's total downsampling."""
@@ -119,10 +126,20 @@ def audio_values(cfg, g, model_class=None):
     if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
         hop = math.prod(ratios)
         n = hop * max(1, -(-AUDIO_SAMPLES // hop))
-    if dims and len(dims) == 3 and (dims[1] == "1" or "channel" in dims[1]):
+    if dims and len(dims) == 3 and (dims[1] == "1" or "channel" in dims[1]) \
+            or model_class is not None and model_class.__name__ in WAVE_CHANNEL_FIRST:
         ch = _int(get(cfg, "audio_channels", "channels"), 1)
         return torch.randn(BATCH, ch, n, generator=g)
     return torch.randn(BATCH, n, generator=g)
+
+
+# Encoders whose input_features go channels first, (batch, mel, frames), whatever their docstring says (the first
+# layer is a Conv1d inside a sub-module, which _conv1d_first does not see).
+FEATURES_FIRST = {"Qwen3ASREncoder", "VoxtralRealtimeEncoder"}
+
+
+# Encoders whose features are several mel frames stacked (the processor's job): num_mel_bins x this.
+STACKED_FRAMES = {"GraniteSpeech5Encoder": 4, "GraniteSpeech5ForCTC": 4}
 
 
 def _conv1d_first(model_class):
@@ -147,9 +164,11 @@ def audio_features(cfg, g, model_class=None, frames=20):
         return torch.randn(BATCH, mel, 2 * src, generator=g)
     feat = get(cfg, "input_feat_per_channel", "feature_size", "num_mel_bins", "n_mel_bins", "input_dim", "n_mels",
                "feature_projection_input_dim", default=80)
+    if model_class is not None:
+        feat *= STACKED_FRAMES.get(model_class.__name__, 1)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
     if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
-            or model_class is not None and _conv1d_first(model_class):
+            or model_class is not None and (model_class.__name__ in FEATURES_FIRST or _conv1d_first(model_class)):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
 
@@ -202,7 +221,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
         elif n in ("input_features_mask", "feature_attention_mask", "input_features_attention_mask") \
                 and "input_features" in inputs:
             f = inputs["input_features"]
-            t = f.shape[-1] if get(cfg, "max_source_positions") and f.shape[1] == get(cfg, "num_mel_bins") else f.shape[1]
+            first = get(cfg, "max_source_positions") or model_class.__name__ in FEATURES_FIRST  # (batch, mel, frames)
+            t = f.shape[-1] if first and f.shape[1] == get(cfg, "num_mel_bins") else f.shape[1]
             inputs[n] = torch.ones(BATCH, t, dtype=torch.long)
         elif n == "mask" and "hidden_states" in inputs and inputs["hidden_states"].dim() == 3:
             inputs[n] = torch.ones(inputs["hidden_states"].shape[:2], dtype=torch.bool)
@@ -248,6 +268,60 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):
                 inputs[n] = torch.randn(BATCH, SEQ * 4, dim, generator=g)
+        else:
+            t = by_doc_shape(model_class, cfg, n, g)
+            if t is not None:
+                inputs[n] = t
+    if "lang_ids" in params and "lang_ids" not in inputs and "input_ids" in inputs:  # X-MOD: the first language
+        inputs["lang_ids"] = torch.zeros(inputs["input_ids"].shape[0], dtype=torch.long)
     return inputs
 
 
+def by_doc_shape(model_class, cfg, name, g):
+    """A required argument no rule above knows, from the shape forward's docstring gives it, where every dimension
+    is a known size: batch, sequence, hidden, channels, height/width. Masks (and long tensors) are all ones; float
+    tensors are drawn normal. None where the shape has another dimension or is not documented."""
+    dims = doc_shape(model_class, name)
+    if not dims:
+        return None
+    size = _int(get(cfg, "image_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    hidden = _int(get(cfg, "hidden_size", "embed_dim", "d_model"), 32)
+    known = {"batch_size": BATCH, "batch": BATCH, "sequence_length": SEQ, "seq_len": SEQ, "hidden_size": hidden,
+             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size}
+    if not all(d in known for d in dims):
+        return None
+    shape = [known[d] for d in dims]
+    doc = model_class.forward.__doc__ or ""
+    m = re.search(rf"{name} \(`([^`]*)`", doc)
+    if "mask" in name or m and "Long" in m.group(1):
+        return torch.ones(shape, dtype=torch.long)
+    return torch.randn(shape, generator=g)
+
+
+
+
+def _mllama_vision(cfg, g):
+    tiles = _int(get(cfg, "max_num_tiles"), 4)
+    size = _int(get(cfg, "image_size"), IMAGE)
+    size = size if size <= 64 else IMAGE
+    return dict(pixel_values=torch.randn(BATCH, 1, tiles, channels(cfg), size, size, generator=g),
+                aspect_ratio_ids=torch.ones(BATCH, 1, dtype=torch.long),
+                aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))
+
+
+# The few classes whose forward no name rule can feed (kept small: a generic rule first wherever one works).
+CLASS_INPUTS = {
+    # Acoustic tokenizer halves: the encoder takes the waveform (batch, 1, samples) as hidden_states, the decoder
+    # latents (batch, hidden, frames).
+    "VibeVoiceAcousticTokenizerEncoderModel": lambda cfg, g: dict(
+        hidden_states=torch.randn(BATCH, _int(get(cfg, "channels"), 1), 3200, generator=g)),
+    "VibeVoiceAcousticTokenizerDecoderModel": lambda cfg, g: dict(
+        hidden_states=torch.randn(BATCH, _int(get(cfg, "hidden_size"), 32), 2, generator=g)),
+    # One image of max_num_tiles tiles, every tile real, aspect ratio id 1.
+    "MllamaVisionModel": _mllama_vision,
+    # Learned queries (the Q-Former's own input): (batch, queries, hidden).
+    "Blip2QFormerModel": lambda cfg, g: dict(
+        query_embeds=torch.randn(BATCH, 4, _int(get(cfg, "hidden_size"), 32), generator=g),
+        encoder_hidden_states=torch.randn(BATCH, SEQ, _int(get(cfg, "encoder_hidden_size"), 32), generator=g)),
+}

@@ -12,13 +12,16 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   CPU's grouped_mm wants 16-byte strides), vocab -> 99 (token ids above it -> small ids), image_size -> 32,
   patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
   per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
-`OVERRIDES` holds the few types where a generic rule cannot work.
+`OVERRIDES` holds the few types where a generic rule cannot work (mostly config validators that tie two shrunk
+sizes together), `ATTN_IMPLEMENTATION` the types whose eager attention is broken in transformers itself (run with
+SDPA), `LABELS_ARE_INPUT_IDS` decoder-only speech LMs listed among the seq2seq heads.
 
 Inputs: the main input by name (input_ids, pixel_values, input_values, input_features, inputs_embeds,
 pixel_values_videos), then every *required* forward argument synthesized by name and from the config
-(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, ...). Classes
-transformers does not export (vision/audio towers of multimodal models) come from the type's modeling module
-(`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
+(auto_inputs.py: Qwen-style grid_thw patches, NaFlex spatial shapes, audio masks, time series, any argument
+whose documented shape has only known dimensions, ...; `auto_inputs.CLASS_INPUTS` for the few classes no name rule
+can feed). Classes transformers does not export (vision/audio towers of multimodal models) come from the type's
+modeling module (`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
 """
 import functools
 import inspect
@@ -61,6 +64,10 @@ LABELS = {"causal-lm": "ids", "masked-lm": "masked", "seq2seq-lm": "ids5", "spee
           "image-classification": "class", "audio-classification": "class", "ctc": "ctc",
           "sequence-classification": "class", "token-classification": "tokclass"}
 
+# Decoder-only speech LMs listed among the seq2seq heads: their labels are their own tokens (a causal LM loss).
+LABELS_ARE_INPUT_IDS = {"FunAsrNanoForConditionalGeneration", "Nemotron3_5TranscribeForConditionalGeneration",
+                        "VibeVoiceForConditionalGeneration"}
+
 # Config keys, by what they size.
 _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "embedding_size", "d_embed",
                 "projection_dim", "dim", "word_embed_proj_dim", "n_embed", "model_dim", "emb_dim",
@@ -100,9 +107,11 @@ _PER_LAYER_LIST_KEYS = {"layer_types", "mlp_layer_types", "attention_types", "bl
                         "no_rope_layers", "moe_layers", "layers_type"}
 _STAGE_HIDDEN_LIST_KEYS = {"hidden_sizes", "embed_dims", "dims", "embed_dim_list", "channels", "widths",
                            "num_channels_list", "stage_channels", "encoder_hidden_sizes", "decoder_hidden_sizes",
-                           "out_channels_list", "hidden_dims"}
-_STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_num_heads", "attention_heads"}
-_STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers"}
+                           "out_channels_list", "hidden_dims", "embed_dim_per_stage"}
+_STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_num_heads", "attention_heads",
+                          "num_attention_heads_per_stage"}
+_STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers",
+                          "blocks_per_stage"}
 _TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_id")
 
 # The few types a generic rule cannot make tiny (kwargs applied to the shrunk dict, by model type).
@@ -115,7 +124,7 @@ OVERRIDES = {
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
     # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
     "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
-    "moshi": dict(ffn_dim=FFN + 1),
+    "moshi": dict(ffn_dim=FFN + 1, depth_decoder_config=dict(ffn_dim=FFN + 1)),
     "moshi_depth": dict(ffn_dim=FFN + 1),
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
     "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
@@ -127,7 +136,53 @@ OVERRIDES = {
     "bridgetower_vision_model": dict(hidden_size=64),
     # Builds its sliding-window mask even with no sliding layer, and the default window is unset.
     "step3p5": dict(sliding_window=4),
+    "step3p7": dict(text_config=dict(sliding_window=4)),
+    # A non-square default image (256 x 192) the position embeddings are sized for: the synthetic 32 x 32.
+    "vitpose": dict(backbone_config=dict(image_size=[IMAGE, IMAGE])),
+    "vitpose_backbone": dict(image_size=[IMAGE, IMAGE]),
+    # Hiera (SAM2's backbone): the stem's width is the first stage's; the neck's channel list and feature sizes
+    # follow the stages (reversed) and the 32 x 32 image (a quarter, an eighth, a sixteenth).
+    "sam2_hiera_det_model": dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
+    "sam2_vision_model": dict(backbone_config=dict(hidden_size=16, image_size=[IMAGE, IMAGE]),
+                              backbone_channel_list=[128, 64, 32, 16], backbone_feature_sizes=[[8, 8], [4, 4], [2, 2]]),
+    # The bottleneck (the width the layers run at) as wide as the shrunk hidden size.
+    "mobilebert": dict(intra_bottleneck_size=HIDDEN),
+    # Position embeddings sized for the default [224, 224] (a list the int image_size rule does not shrink).
+    "hiera": dict(image_size=[IMAGE, IMAGE]),
+    # Derived widths the defaults serialise: Mamba heads (64 x 2 / 8 heads: 8, not 640) and the shared attention,
+    # which runs on the hidden state and the embeddings concatenated (2 x 32).
+    "zamba2": dict(mamba_headdim=2 * HIDDEN // 8, attention_hidden_size=2 * HIDDEN,
+                   attention_head_dim=2 * HIDDEN // HEADS_N, kv_channels=2 * HIDDEN // HEADS_N, hybrid_layer_ids=[1]),
+    # Intermediate layers taken from a 2-layer encoder, and as few global layers.
+    "mllama_vision_model": dict(intermediate_layers_indices=[0, 1], num_global_layers=LAYERS),
+    # Config validators the generic sizes break, fixed consistently:
+    # KV-sharing layers (the last N reuse earlier layers' caches): none of 2 layers.
+    "gemma3n_text": dict(num_kv_shared_layers=0),
+    # Sliding-window attention's head_dim = qk_nope_head_dim + qk_rope_head_dim (8 = 4 + 4).
+    "dots3_note_text": dict(qk_nope_head_dim=4, qk_rope_head_dim=4),
+    # The adaptor's width is the text model's hidden size / 4.
+    "fun_asr_nano": dict(adaptor_config=dict(intermediate_size=HIDDEN // 4)),
+    # The flow head is conditioned on the backbone's hidden state.
+    "gradium_phonon_tts": dict(flow_head_config=dict(condition_dim=HIDDEN)),
+    "pocket_tts": dict(flow_head_config=dict(condition_dim=HIDDEN)),
+    # The adapter reads vision layers that exist in a 2-layer tower.
+    "molmo2": dict(adapter_config=dict(vision_feature_layer=[1, 0])),
+    # The 32 x 32 image's 4 x 4 patches split into 2 x 2 windows (16 windows need 64 x 64 at least).
+    "lw_detr_vit": dict(num_windows=4, num_windows_side=2),
+    # LeViT's patch embedding is four stride-2 convolutions: the patch size must stay 16.
+    "levit": dict(patch_size=16),
+    # Five stride-2 stages: 32 x 32 vanishes before the last one.
+    "mobilevitv2": dict(image_size=2 * IMAGE),
+    # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
+    "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
 }
+
+
+# Types whose eager attention path is broken in transformers itself (run with SDPA instead): Nemotron ASR
+# streaming fills -inf where `attention_mask.logical_not()`, but the eager path gets an additive float mask (0 where
+# attended), so every score is masked and softmax makes NaN.
+ATTN_IMPLEMENTATION = {"nemotron_asr_streaming": "sdpa", "nemotron_asr_streaming_encoder": "sdpa",
+                       "nemotron3_5_asr": "sdpa"}
 
 
 def _shrink_list(key, v, old_layers, new_layers):
@@ -397,7 +452,7 @@ def tiny_config(model_type):
         d.pop(k, None)
     d.pop("model_type", None)
     cfg = cls(**d)
-    cfg._attn_implementation = "eager"
+    cfg._attn_implementation = ATTN_IMPLEMENTATION.get(model_type, "eager")
     # Sliding-window layers with no window set (Step-3.7's defaults derive the layer kinds after init): a window
     # shorter than the inputs.
     for c in (cfg, getattr(cfg, "text_config", None)):
@@ -494,8 +549,16 @@ def _image_tokens(cfg):
 def make_inputs(model_class, cfg, task, seed):
     """Synthetic inputs for `model_class` from its main_input_name (with labels where the head takes them)."""
     g = torch.Generator().manual_seed(seed)
+    if model_class.__name__ in auto_inputs.CLASS_INPUTS:
+        return auto_inputs.CLASS_INPUTS[model_class.__name__](cfg, g)
     name = getattr(model_class, "main_input_name", "input_ids")
     params = inspect.signature(model_class.forward).parameters
+    if name == "input_ids" and "input_ids" not in params:
+        # A tower that keeps PreTrainedModel's default main_input_name (GOT-OCR2's vision encoder, Kosmos-2.5's):
+        # its forward's first input that a rule knows, where it is optional (a required one is filled below).
+        name = next((n for n in params if n in ("pixel_values", "flattened_patches", "input_features",
+                                                 "input_values", "pixel_values_videos")
+                     and n not in auto_inputs.required(model_class)), name)
     hi = min(_vocab(cfg), VOCAB)
     inputs = {}
     codebooks = None
@@ -525,6 +588,8 @@ def make_inputs(model_class, cfg, task, seed):
             inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
         elif auto_inputs.is_video_model(model_class, cfg):  # generic docstrings say 4-D even for videos
             inputs = dict(pixel_values=auto_inputs.video(cfg, g))
+        if model_class.__name__ in auto_inputs.FRAMES_IN_BATCH and inputs["pixel_values"].dim() == 5:
+            inputs = dict(pixel_values=inputs["pixel_values"].flatten(0, 1))  # (batch x frames, C, H, W)
     elif name == "input_values":
         mel = _get(cfg, "num_mel_bins")
         if mel and _get(cfg, "max_length"):  # AST-like: spectrogram frames
@@ -551,7 +616,10 @@ def make_inputs(model_class, cfg, task, seed):
     if name == "input_ids" and "input_ids" not in params and any(n not in inputs for n in req):
         inputs = {}  # forward takes no input_ids (a tower whose main_input_name is the default)
     had_pixels = "pixel_values" in inputs
-    auto_inputs.fill_required(model_class, cfg, inputs, g, hi)
+    # Patch-grid towers whose grid argument is optional in the signature but not in fact (SigLIP2's
+    # classification head, Muse's vision towers): the grid rules as if it were required.
+    grid = [n for n in ("spatial_shapes", "grid_thw") if n in params and n not in auto_inputs.required(model_class)]
+    auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=grid if had_pixels else ())
     if had_pixels and "pixel_values" not in params and "hidden_states" in inputs:
         inputs.pop("pixel_values")  # a Qwen-style tower takes its patches as hidden_states
     if isinstance(name, str) and name not in inputs and name in params \
@@ -579,6 +647,11 @@ def make_inputs(model_class, cfg, task, seed):
             inputs["pixel_values"] = auto_inputs.video(vc, g)
     if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional
         auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["visual_feats"])
+    if "pixel_mask" in params and "pixel_values" in params and "input_ids" in inputs and "pixel_values" not in inputs \
+            and getattr(cfg, "vision_config", None) is None and not _image_tokens(cfg):
+        # A one-tower vision-language encoder (ViLT) that needs its image as well as its text.
+        inputs["pixel_values"] = auto_inputs.image(cfg, g)
+        inputs["pixel_mask"] = torch.ones(BATCH, *inputs["pixel_values"].shape[-2:], dtype=torch.long)
     if "bbox" in params and "input_ids" in inputs:  # layout models: a box per token
         inputs["bbox"] = auto_inputs.bbox(model_class, g, inputs["input_ids"].shape[1])
     if cfg.is_encoder_decoder and "decoder_input_ids" in params and "input_ids" not in inputs \
@@ -596,6 +669,8 @@ def make_inputs(model_class, cfg, task, seed):
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]
             inputs["labels"] = labels
+        elif kind == "ids5" and model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
+            inputs["labels"] = inputs["input_ids"].clone()
         elif kind == "ids5":
             inputs["labels"] = _ids(g, (BATCH, 5), 3, hi)
         elif kind == "class":

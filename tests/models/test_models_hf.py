@@ -50,6 +50,13 @@ def _float64_model(model):
     if type(m)._can_set_experts_implementation():
         # CPU's grouped_mm kernel has no float64; the eager experts loop is the same computation.
         m.set_experts_implementation("eager")
+    else:
+        # A model whose MoE is a sub-model (Nemotron-3.5 Transcribe's text model): each such sub-model.
+        import transformers
+        for sub in m.modules():
+            if sub is not m and isinstance(sub, transformers.PreTrainedModel) \
+                    and type(sub)._can_set_experts_implementation():
+                sub.set_experts_implementation("eager")
     return m
 
 

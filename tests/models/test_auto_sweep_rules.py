@@ -1,0 +1,78 @@
+"""tools/model_sweep.py's rule (c) and (e) helpers: SameRandom (same_random.py) and Widen (widen.py), on CPU and tpu.
+
+SameRandom must give every run the same numbers whatever the global seed, dtype or device; Widen must let a model
+that hard-codes float32 run its float64 reference in float64 throughout.
+"""
+import torch
+import torch.nn.functional as F
+
+from same_random import SameRandom
+from widen import Widen
+
+
+def _draws(dtype, device):
+    x = torch.ones(4, 5, dtype=dtype, device=device)
+    out = [torch.randn(3, 4, dtype=dtype, device=device), torch.rand((2, 3), dtype=dtype, device=device),
+           torch.randn_like(x), torch.rand_like(x), torch.empty(6, dtype=dtype, device=device).normal_(1.0, 2.0),
+           torch.empty(6, dtype=dtype, device=device).uniform_(-1, 1),
+           torch.empty(6, dtype=dtype, device=device).exponential_(),
+           F.dropout(x, 0.5, training=True), torch.bernoulli(torch.full((8,), 0.5, dtype=dtype, device=device)),
+           torch.randint(0, 10, (5,), device=device), torch.randperm(7, device=device),
+           torch.multinomial(torch.tensor([0.1, 0.2, 0.7], dtype=dtype, device=device), 2),
+           torch.normal(torch.zeros(3, dtype=dtype, device=device), 1.0)]
+    return [t.cpu().double() for t in out]
+
+
+def _under(seed, dtype, device):
+    torch.manual_seed(seed)
+    with SameRandom(seed=0) as rng:
+        return _draws(dtype, device), rng
+
+
+def test_auto_same_random_seed_dtype_independent():
+    a, rng = _under(0, torch.float32, "cpu")
+    b, _ = _under(1, torch.float32, "cpu")
+    c, _ = _under(2, torch.float64, "cpu")
+    for x, y, z in zip(a, b, c):
+        assert torch.equal(x, y)
+        # float64 sees float32's draws (an affine fill, normal_(1, 2), computed in float64 and then rounded)
+        assert torch.allclose(x, z, rtol=1e-6, atol=1e-6)
+    assert rng.calls["torch.randn"] == 1 and rng.calls["F.dropout"] == 1 and rng.calls["Tensor.normal_"] == 1
+
+
+def test_auto_same_random_on_tpu():
+    a, _ = _under(0, torch.float32, "cpu")
+    t, _ = _under(1, torch.float32, "tpu")
+    for x, y in zip(a, t):
+        assert torch.equal(x, y)
+
+
+def test_auto_same_random_eval_dropout_draws_nothing():
+    x = torch.randn(4)
+    with SameRandom() as rng:
+        assert torch.equal(F.dropout(x, 0.5, training=False), x)
+    assert rng.calls == {} and rng.index == 0
+
+
+def test_auto_widen_float64_reference():
+    class Casts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = x.float() * torch.ones(4, dtype=torch.float32)  # float32 hard-coded, as Autoformer/MRA do
+            return self.lin(h.to(torch.float32)) + torch.full((), torch.finfo(x.dtype).min).clamp_min(0)
+
+    m = Casts().double()
+    x = torch.randn(2, 4, dtype=torch.float64)
+    try:
+        m(x)
+        raise AssertionError("the plain float64 forward was expected to fail")
+    except RuntimeError:
+        pass
+    with Widen() as w:
+        out = m(x)
+    assert out.dtype == torch.float64
+    assert torch.get_default_dtype() == torch.float32
+    assert w.calls["Tensor.float"] == 1
