@@ -19,7 +19,6 @@ training graphs written back with copy_, aliased outputs regenerated as views, t
 RNG state, non-tensor outputs) runs in eager mode, so it behaves as eager does.
 """
 import functools
-import os
 
 import torch
 
@@ -175,7 +174,7 @@ def _graph_runner(gm: torch.fx.GraphModule, example_inputs):
         capture = plans is not None and plans.should_capture(args)
         kept = list(args) if capture else None  # the boxed forward clears args
         graph = _C._CapturedGraph() if capture else None
-        if graph is not None and os.environ.get("TORCH_TPU_BAKE", "1") == "1":
+        if graph is not None:
             # No plain numbers among the arguments: every operand is a constant of the FX graph.
             graph.constant_operands = not any(isinstance(a, (int, float, complex)) for a in args)
         out = replay.traced(lambda: body(args), graph)
