@@ -337,19 +337,21 @@ def test_grouped_mm_compiles_in_float32_and_bfloat16(mode, dtype):
     assert_within_cpu_error(got, want, exact, floor=1e-6 if dtype == torch.float32 else 1e-2, rtol=0)
 
 
+def _addmm_scaled(b, x, w):
+    return torch.addmm(b, x, w, beta=0.5, alpha=2.0)[1:3] * 3 + 1
+
+
 _CONSTANTS_CHILD = """
 import sys, torch, torch_tpu
+sys.path.insert(0, sys.argv[3])
+from test_semantics import _addmm_scaled, _data
 torch_tpu.set_eager_mode(sys.argv[1])
-def f(b, x, w):
-    return torch.addmm(b, x, w, beta=0.5, alpha=2.0)[1:3] * 3 + 1
-g = torch.compile(f, backend="tpu")
-args = [torch.randn(4, 4, generator=torch.Generator().manual_seed(i)) for i in range(3)]
-got = g(*[a.to("tpu") for a in args]).cpu()
-assert torch.allclose(got, f(*args), atol=1e-5, rtol=1e-5), (got, f(*args))
+g = torch.compile(_addmm_scaled, backend="tpu")
+torch.save(g(*[_data(4, 4, seed=i).to("tpu") for i in range(3)]).cpu(), sys.argv[2])
 """
 
 
-def test_graph_constants_are_constants_of_its_program(mode):
+def test_graph_constants_are_constants_of_its_program(mode, tmp_path):
     # Python numbers of the graph (addmm's alpha and beta, the scales) and its view offsets are baked into
     # the module (XLA folds them), not passed as scalar operands: @main takes the three storages only.
     import os
@@ -357,9 +359,13 @@ def test_graph_constants_are_constants_of_its_program(mode):
     import subprocess
     import sys
     env = dict(os.environ, TORCH_TPU_LOG="hlo", TORCH_TPU_CACHE="0")
-    result = subprocess.run([sys.executable, "-c", _CONSTANTS_CHILD, mode], capture_output=True, text=True,
-                            timeout=120, env=env)
+    out = str(tmp_path / "got.pt")
+    result = subprocess.run([sys.executable, "-c", _CONSTANTS_CHILD, mode, out, os.path.dirname(__file__)],
+                            capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
+    args = [_data(4, 4, seed=i) for i in range(3)]
+    assert_within_cpu_error(torch.load(out).to("tpu"), _addmm_scaled(*args),
+                            _addmm_scaled(*[a.double() for a in args]))
     module = result.stderr.split("compiling fused graph of")[-1]
     params = re.search(r"func\.func public @main\(([^)]*)\)", module).group(1)
     types = re.findall(r"tensor<([^>]*)>", params)
