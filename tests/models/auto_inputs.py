@@ -46,6 +46,11 @@ def get(cfg, *keys, default=None):
     return default
 
 
+def fit_image(size):
+    """The config's image size where it is small (a tiny config's), else IMAGE."""
+    return size if isinstance(size, int) and size <= 64 else IMAGE
+
+
 def _int(v, default):
     if isinstance(v, (list, tuple)) and v:
         v = v[0]
@@ -58,14 +63,14 @@ def channels(cfg):
 
 def image(cfg, g, batch=BATCH):
     size = _int(get(cfg, "image_size", "img_size", "input_size"), IMAGE)
-    size = size if size <= 64 else IMAGE
+    size = fit_image(size)
     return torch.randn(batch, channels(cfg), size, size, generator=g)
 
 
 def video(cfg, g, frames=None):
     """(batch, frames, channels, size, size): the config's frame count (whole tubelets), or `frames` (image pairs)."""
     size = _int(get(cfg, "image_size", "crop_size", "img_size"), IMAGE)
-    size = size if size <= 64 else IMAGE
+    size = fit_image(size)
     if frames:
         return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
     frames = _int(get(cfg, "num_frames", "frames_per_clip"), 2)
@@ -285,7 +290,7 @@ def by_doc_shape(model_class, cfg, name, g):
     if not dims:
         return None
     size = _int(get(cfg, "image_size"), IMAGE)
-    size = size if size <= 64 else IMAGE
+    size = fit_image(size)
     hidden = _int(get(cfg, "hidden_size", "embed_dim", "d_model"), 32)
     known = {"batch_size": BATCH, "batch": BATCH, "sequence_length": SEQ, "seq_len": SEQ, "hidden_size": hidden,
              "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size}
@@ -304,7 +309,7 @@ def by_doc_shape(model_class, cfg, name, g):
 def _mllama_vision(cfg, g):
     tiles = _int(get(cfg, "max_num_tiles"), 4)
     size = _int(get(cfg, "image_size"), IMAGE)
-    size = size if size <= 64 else IMAGE
+    size = fit_image(size)
     return dict(pixel_values=torch.randn(BATCH, 1, tiles, channels(cfg), size, size, generator=g),
                 aspect_ratio_ids=torch.ones(BATCH, 1, dtype=torch.long),
                 aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))

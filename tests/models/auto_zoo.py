@@ -25,6 +25,7 @@ modeling module (`model_class`), and a class whose config_class is a sub-config 
 """
 import functools
 import inspect
+import math
 
 import torch
 
@@ -113,6 +114,11 @@ _STAGE_HEADS_LIST_KEYS = {"num_heads", "num_attention_heads", "heads", "encoder_
 _STAGE_DEPTH_LIST_KEYS = {"depths", "num_layers", "blocks", "stage_depths", "layers", "encoder_layers",
                           "blocks_per_stage"}
 _TOKEN_ID_SUFFIXES = ("_token_id", "_token_index", "_id")
+# State-space scans (Mamba-2, NemotronH, Bamba...): a small state, and chunks shorter than the inputs so the scan
+# crosses a chunk boundary (the defaults' 128-256 wide state and chunks make a tiny model's scan the slowest part).
+_SSM_STATE_KEYS = {"ssm_state_size", "state_size", "mamba_d_state", "d_state"}
+SSM_STATE = 16
+SSM_CHUNK = 4
 
 # The few types a generic rule cannot make tiny (kwargs applied to the shrunk dict, by model type).
 SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], num_conv_pos_embeddings=16,
@@ -204,6 +210,9 @@ def _shrink_list(key, v, old_layers, new_layers):
                 dup = next(i for i in range(len(kept) - 1, -1, -1) if kept.count(kept[i]) > 1)
                 kept[dup] = missing.pop(0)
         return kept
+    if key in _PER_LAYER_LIST_KEYS and old_layers is None and len(v) > LAYERS and all(isinstance(x, str) for x in v):
+        # A layer pattern that is the layer count itself (NemotronH's layers_block_type): one layer of each kind.
+        return list(dict.fromkeys(v))
     if key in _PER_LAYER_LIST_KEYS and old_layers is not None and new_layers is not None and ints:
         return [x for x in v if x < new_layers] if key != "layer_types" else v
     return v
@@ -272,26 +281,19 @@ def shrink(d):
             out[k] = 1
         elif k in ("rotary_dim", "partial_rotary_dim"):
             out[k] = min(v, 4)
+        elif k in _SSM_STATE_KEYS:
+            out[k] = min(v, SSM_STATE)
+        elif k == "mamba_chunk_size" or k == "chunk_size" and any(x in d for x in _SSM_STATE_KEYS):
+            out[k] = min(v, SSM_CHUNK)
+        elif k in ("time_step_rank", "mamba_dt_rank"):
+            out[k] = min(v, 4)
         elif k == "num_groups":  # GroupNorm groups over the shrunk channels
             out[k] = min(v, 4)
         elif k.endswith(_TOKEN_ID_SUFFIXES) and v >= VOCAB:
             out[k] = VOCAB - 1 - (sum(map(ord, k)) % 8)  # distinct ids near the top of the tiny vocab
         else:
             out[k] = v
-    # head_dim must agree with the new hidden size where the config derives one from the other.
-    # A head_dim of None means "hidden / heads" to most configs, but some models read it as is (HunYuan: None ** -0.5
-    # even at the default size): written out.
-    if "head_dim" in out and out["head_dim"] is None and isinstance(out.get("hidden_size"), int) \
-            and isinstance(out.get("num_attention_heads"), int) and out["num_attention_heads"]:
-        out["head_dim"] = max(1, out["hidden_size"] // out["num_attention_heads"])
-    if "head_dim" in out and isinstance(out["head_dim"], int) and isinstance(out.get("hidden_size"), int):
-        heads = out.get("num_attention_heads")
-        if isinstance(heads, int) and heads:
-            out["head_dim"] = max(1, out["hidden_size"] // heads) if out["head_dim"] else out["head_dim"]
-    # Depthwise group counts tied to the hidden size (Mimi's upsample_groups = hidden_size): the new size.
-    for k in [k for k in out if k.endswith("_groups") and isinstance(d.get(k), int) and not isinstance(d[k], bool)]:
-        if isinstance(d.get("hidden_size"), int) and d[k] == d["hidden_size"] > 1:
-            out[k] = out["hidden_size"]
+    _tie_widths(d, out)
     # Backbone stage selections name the old stages: let the config derive them from the new depth. A layer-based
     # backbone (ViT-like: no per-stage depths) that feeds several layers to a neck (DPT, Depth Anything: one neck
     # size per index) keeps as many: the last ones, with at least that many layers.
@@ -307,6 +309,55 @@ def shrink(d):
     for k in ("out_features", "out_indices"):
         if out.get(k) is not None and isinstance(out[k], list) and k != kept:
             out[k] = None
+    # Vision-language configs that leave the image/video placeholder token unset (BLIP-2's image_token_index):
+    # an id in the tiny vocabulary, which their forward compares input_ids with.
+    if isinstance(out.get("vision_config"), dict):
+        for k in ("image_token_index", "image_token_id", "video_token_index", "video_token_id"):
+            if k in out and out[k] is None:
+                out[k] = VOCAB - 1 - (sum(map(ord, k)) % 8)
+    # Periodic layer kinds (Jamba: attention every 8th layer from layer 4): a period the new depth still reaches.
+    layers = out.get("num_hidden_layers")
+    if isinstance(layers, int) and layers and old_layers and layers < old_layers:
+        for k in [k for k in out if k.endswith("_layer_period")]:
+            offset = k[: -len("period")] + "offset"
+            if isinstance(out[k], int) and out[k] > layers:
+                out[k] = layers
+                if isinstance(out.get(offset), int):
+                    out[offset] = out[offset] % layers
+    if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
+        out["num_layers"] = len(out["depths"])
+    # Encoder-decoders whose decoder start token is unset (labels are shifted right from it), or not a field of
+    # the config at all (T5's is in its generation config in transformers 5, but _shift_right reads the config).
+    if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None:
+        out["decoder_start_token_id"] = 2
+        if "pad_token_id" in out and out["pad_token_id"] is None:  # labels' -100 become the pad token
+            out["pad_token_id"] = 0
+    # Probabilistic forecasters (lags_sequence) leave the horizon unset and refuse to build without one.
+    if "lags_sequence" in out and out.get("prediction_length") is None:
+        out["prediction_length"] = 4
+    # Layer counts that list per-layer patterns (layer_types) must match the new count.
+    for k in ("layer_types",):
+        if isinstance(out.get(k), list) and old_layers and isinstance(out.get("num_hidden_layers"), int):
+            out[k] = out[k][:out["num_hidden_layers"]]
+    return out
+
+
+def _tie_widths(d, out):
+    """Sizes derived from the widths shrink() changed, made consistent with the new ones (in place)."""
+    # head_dim must agree with the new hidden size where the config derives one from the other.
+    # A head_dim of None means "hidden / heads" to most configs, but some models read it as is (HunYuan: None ** -0.5
+    # even at the default size): written out.
+    if "head_dim" in out and out["head_dim"] is None and isinstance(out.get("hidden_size"), int) \
+            and isinstance(out.get("num_attention_heads"), int) and out["num_attention_heads"]:
+        out["head_dim"] = max(1, out["hidden_size"] // out["num_attention_heads"])
+    if "head_dim" in out and isinstance(out["head_dim"], int) and isinstance(out.get("hidden_size"), int):
+        heads = out.get("num_attention_heads")
+        if isinstance(heads, int) and heads:
+            out["head_dim"] = max(1, out["hidden_size"] // heads) if out["head_dim"] else out["head_dim"]
+    # Depthwise group counts tied to the hidden size (Mimi's upsample_groups = hidden_size): the new size.
+    for k in [k for k in out if k.endswith("_groups") and isinstance(d.get(k), int) and not isinstance(d[k], bool)]:
+        if isinstance(d.get("hidden_size"), int) and d[k] == d["hidden_size"] > 1:
+            out[k] = out["hidden_size"]
     # Multi-head latent attention (DeepSeek-V2/V3): the rotary part of a head is its own size; a head size that
     # was the sum of the rotary and the plain parts (qk_head_dim; Mistral 4's head_dim) stays that sum.
     if isinstance(out.get("qk_rope_head_dim"), int) and "head_dim" in out:
@@ -334,12 +385,6 @@ def shrink(d):
         if isinstance(out.get("hidden_dim"), int):
             div = out["depth_divisor"]
             out["hidden_dim"] = max(div, int(1280 * 0.1 + div / 2) // div * div)
-    # Vision-language configs that leave the image/video placeholder token unset (BLIP-2's image_token_index):
-    # an id in the tiny vocabulary, which their forward compares input_ids with.
-    if isinstance(out.get("vision_config"), dict):
-        for k in ("image_token_index", "image_token_id", "video_token_index", "video_token_id"):
-            if k in out and out[k] is None:
-                out[k] = VOCAB - 1 - (sum(map(ord, k)) % 8)
     # Mamba-2 heads: n_heads x d_head = expand x hidden (or the explicit SSM size, made that again).
     if isinstance(out.get("mamba_n_heads"), int) and isinstance(out.get("hidden_size"), int):
         out["mamba_n_heads"] = min(out["mamba_n_heads"], HEADS_N)
@@ -347,6 +392,12 @@ def shrink(d):
             out["mamba_d_ssm"] = out.get("mamba_expand", 2) * out["hidden_size"]
         if isinstance(out.get("mamba_d_head"), int):
             out["mamba_d_head"] = out.get("mamba_expand", 2) * out["hidden_size"] // out["mamba_n_heads"]
+    # NemotronH's Mamba heads are their own count and size (not tied to the hidden size); groups divide heads.
+    if isinstance(out.get("mamba_num_heads"), int) and isinstance(out.get("mamba_head_dim"), int):
+        out["mamba_num_heads"] = min(out["mamba_num_heads"], HEADS_N)
+        out["mamba_head_dim"] = min(out["mamba_head_dim"], 2 * HIDDEN // HEADS_N)
+        if isinstance(out.get("n_groups"), int):
+            out["n_groups"] = math.gcd(out["n_groups"], out["mamba_num_heads"])
     # Plain Mamba-2 configs (num_heads, head_dim, expand, state_size): the same identity, groups dividing heads.
     if all(isinstance(out.get(k), int) for k in ("num_heads", "head_dim", "expand", "state_size", "hidden_size")):
         out["head_dim"] = out["expand"] * out["hidden_size"] // out["num_heads"]
@@ -363,37 +414,12 @@ def shrink(d):
                 holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
     if "conv_dim" in out and "conv_stride" in out:
         out.update(SPEECH_CONV)
-    # Periodic layer kinds (Jamba: attention every 8th layer from layer 4): a period the new depth still reaches.
-    layers = out.get("num_hidden_layers")
-    if isinstance(layers, int) and layers and old_layers and layers < old_layers:
-        for k in [k for k in out if k.endswith("_layer_period")]:
-            offset = k[: -len("period")] + "offset"
-            if isinstance(out[k], int) and out[k] > layers:
-                out[k] = layers
-                if isinstance(out.get(offset), int):
-                    out[offset] = out[offset] % layers
     # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
     # stage of the 32-pixel image (16, 8, 4, 2 tokens a side) holds whole windows.
     if isinstance(out.get("depths"), list) and isinstance(out.get("window_size"), int) and out["window_size"] > 2 \
             and isinstance(out.get("patch_size"), int) and out["patch_size"] > 2:
         # (Florence-2's per-stage patch lists and Swin2SR's 1-pixel patches work as they are)
         out.update(window_size=2, patch_size=2)
-    if isinstance(d.get("depths"), list) and d.get("num_layers") == len(d["depths"]):
-        out["num_layers"] = len(out["depths"])
-    # Encoder-decoders whose decoder start token is unset (labels are shifted right from it), or not a field of
-    # the config at all (T5's is in its generation config in transformers 5, but _shift_right reads the config).
-    if out.get("is_encoder_decoder") and out.get("decoder_start_token_id") is None:
-        out["decoder_start_token_id"] = 2
-        if "pad_token_id" in out and out["pad_token_id"] is None:  # labels' -100 become the pad token
-            out["pad_token_id"] = 0
-    # Probabilistic forecasters (lags_sequence) leave the horizon unset and refuse to build without one.
-    if "lags_sequence" in out and out.get("prediction_length") is None:
-        out["prediction_length"] = 4
-    # Layer counts that list per-layer patterns (layer_types) must match the new count.
-    for k in ("layer_types",):
-        if isinstance(out.get(k), list) and old_layers and isinstance(out.get("num_hidden_layers"), int):
-            out[k] = out[k][:out["num_hidden_layers"]]
-    return out
 
 
 _DROP = ("transformers_version", "architectures", "_name_or_path", "_attn_implementation_autoset",
@@ -580,7 +606,7 @@ def make_inputs(model_class, cfg, task, seed):
             if len(size) == 2 and size[0] != size[1] and all(isinstance(x, int) for x in size) and max(size) <= 128:
                 hw = tuple(size)
             size = size[0]
-        size = size if isinstance(size, int) and size <= 64 else IMAGE
+        size = auto_inputs.fit_image(size)
         inputs = dict(pixel_values=torch.randn(BATCH, ch if isinstance(ch, int) else 3, *(hw or (size, size)),
                                                generator=g))
         dims = auto_inputs.doc_shape(model_class, "pixel_values")
@@ -641,8 +667,8 @@ def make_inputs(model_class, cfg, task, seed):
         ch = getattr(vc, "num_channels", 3)
         size = getattr(vc, "image_size", IMAGE)
         size = size[0] if isinstance(size, (list, tuple)) else size
-        inputs["pixel_values"] = torch.randn(BATCH, ch, size if size <= 64 else IMAGE, size if size <= 64 else IMAGE,
-                                             generator=g)
+        size = auto_inputs.fit_image(size)
+        inputs["pixel_values"] = torch.randn(BATCH, ch, size, size, generator=g)
         if auto_inputs.is_video_model(model_class, vc):  # X-CLIP: the vision tower takes frames
             inputs["pixel_values"] = auto_inputs.video(vc, g)
     if "visual_feats" in params and "input_ids" in inputs:  # LXMERT-like: region features are not optional

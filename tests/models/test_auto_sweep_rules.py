@@ -77,3 +77,18 @@ def test_auto_widen_float64_reference():
     assert out.dtype == torch.float64
     assert torch.get_default_dtype() == torch.float32
     assert w.calls["Tensor.float"] == 1
+
+
+def test_auto_shrink_state_space_sizes():
+    """auto_zoo.shrink: a Mamba-2 scan's state, chunk and heads shrink (chunks shorter than the inputs, so the scan
+    crosses a chunk boundary), and a layer pattern that is itself the layer count keeps one layer of each kind."""
+    import auto_zoo
+    d = auto_zoo.shrink({"hidden_size": 2688, "ssm_state_size": 128, "chunk_size": 128, "mamba_num_heads": 64,
+                         "mamba_head_dim": 64, "n_groups": 8, "time_step_rank": 256,
+                         "layers_block_type": ["linear_attention", "moe"] * 5 + ["full_attention", "moe"]})
+    assert d["ssm_state_size"] == auto_zoo.SSM_STATE and d["chunk_size"] == auto_zoo.SSM_CHUNK < auto_zoo.SEQ
+    assert d["mamba_num_heads"] == auto_zoo.HEADS_N and d["n_groups"] == 4 and d["time_step_rank"] == 4
+    assert d["mamba_num_heads"] * d["mamba_head_dim"] == 2 * d["hidden_size"]
+    assert d["layers_block_type"] == ["linear_attention", "moe", "full_attention"]
+    # A chunk size in a config with no state-space scan (audio chunking) is not a scan's.
+    assert auto_zoo.shrink({"hidden_size": 64, "chunk_size": 50})["chunk_size"] == 50
