@@ -157,3 +157,36 @@ def test_untyped_storage_resize_keeps_bytes(mode):
     s.resize_(8)
     z = torch.empty(0, device="tpu").set_(s, 0, (2,), (1,))
     assert_close(z, torch.arange(2.0))
+
+
+# Strided views whose strides nest are written as a block (slice, update, write back: no scatter), including a
+# block that runs past the storage's end and, in a loop, the same program at every offset.
+BLOCK_WRITES = {
+    "rows_cols": lambda t: t[2:5, 3:7],
+    "last_rows": lambda t: t[7:, 8:],  # its block (3 rows of 10) runs 8 elements past the storage
+    "transposed": lambda t: t.t()[1:6, 2:4],
+    "step": lambda t: t[1::3, ::2],
+    "permuted_3d": lambda t: t.view(4, 5, 5).permute(2, 0, 1)[1:4, :, 2:5],
+    "column": lambda t: t[:, 9],
+}
+
+
+@pytest.mark.parametrize("name", sorted(BLOCK_WRITES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.bool, torch.complex64])
+def test_block_write_through_view(name, dtype, mode):
+    cpu = torch.arange(100).reshape(10, 10).to(dtype)
+    tpu = cpu.to("tpu")
+    view = BLOCK_WRITES[name]
+    src = (torch.arange(view(cpu).numel()).reshape(view(cpu).shape) % 3 == 1).to(dtype)
+    view(cpu).copy_(src)
+    view(tpu).copy_(src.to("tpu"))
+    assert torch.equal(tpu.cpu(), cpu)
+
+
+def test_block_write_at_every_offset(mode):
+    cpu = torch.arange(100.0).reshape(10, 10)
+    tpu = cpu.to("tpu")
+    for i in range(9):  # the last windows' blocks run past the storage's end
+        cpu[i:i + 2, 7:10].mul_(-2).add_(i)
+        tpu[i:i + 2, 7:10].mul_(-2).add_(i)
+    assert torch.equal(tpu.cpu(), cpu)

@@ -90,6 +90,8 @@ def _register() -> None:
     # torch.distributed backend "tpu_dist" for device "tpu" (distributed/__init__.py).
     from . import distributed as _distributed
     _distributed.register()
+    # Compile cache entries still being written (on the cache's writer thread) land before exit.
+    atexit.register(_C._compile_cache_drain)
     # Autograd's tpu device threads must finish starting before the interpreter
     # finalizes (see _settle_autograd_threads).
     atexit.register(_C._settle_autograd_threads)

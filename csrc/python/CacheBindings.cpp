@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "csrc/runtime/CacheWriter.h"
 #include "csrc/runtime/CompileCache.h"
 #include "csrc/runtime/Executor.h"
 
@@ -12,7 +13,14 @@ using tpu::runtime::Executor;
 
 namespace {
 
+// Entries still being written (CacheWriter) land before anything reads the directory or its counts.
+void drainWrites() {
+  py::gil_scoped_release release;
+  tpu::runtime::CacheWriter::global().drain();
+}
+
 py::dict dirInfo(const std::string& dir, bool verify) {
+  drainWrites();
   tpu::runtime::CacheDirInfo info;
   {
     py::gil_scoped_release release;
@@ -53,7 +61,9 @@ void registerCompileCacheBindings(py::module& m) {
     d["format_version"] = tpu::runtime::kCacheFormatVersion;
     return d;
   });
+  m.def("_compile_cache_drain", &drainWrites);
   m.def("_compile_cache_stats", [](bool scan) {
+    drainWrites();
     CompileCache& c = CompileCache::global();
     auto ex = Executor::get().stats();
     auto s = c.stats();
@@ -102,6 +112,7 @@ void registerCompileCacheBindings(py::module& m) {
     Executor::get().resetStats();
   });
   m.def("_clear_compile_cache", [](bool persistent) {
+    drainWrites();
     Executor::get().clearCache();
     if (!persistent || !CompileCache::global().enabled()) return int64_t{0};
     py::gil_scoped_release release;
@@ -109,6 +120,7 @@ void registerCompileCacheBindings(py::module& m) {
   });
   m.def("_cache_dir_inspect", &dirInfo, py::arg("directory"), py::arg("verify") = false);
   m.def("_cache_dir_prune", [](const std::string& dir, uint64_t maxBytes) {
+    drainWrites();
     tpu::runtime::PruneResult r;
     {
       py::gil_scoped_release release;
@@ -121,6 +133,7 @@ void registerCompileCacheBindings(py::module& m) {
     return d;
   });
   m.def("_cache_dir_clear", [](const std::string& dir) {
+    drainWrites();
     py::gil_scoped_release release;
     return CompileCache::clear(dir);
   });

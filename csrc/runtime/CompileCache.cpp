@@ -1,5 +1,7 @@
 #include "CompileCache.h"
 
+#include "CacheWriter.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -299,6 +301,8 @@ class CompileCache::KeyLock {
 
 CompileCache::CompileCache(CompileCacheConfig config) : config_(std::move(config)) {}
 
+CompileCache::~CompileCache() { CacheWriter::global().drain(); }
+
 void CompileCache::warn(const std::string& message) {
   int n = warnings_++;
   if (n < kMaxWarnings)
@@ -582,21 +586,47 @@ std::unique_ptr<CompileCache::KeyLock> CompileCache::lockKey(const CacheKey& key
 CompileCache::Source CompileCache::fetchOrProduce(const CacheKey& key, std::string_view info,
                                                   FunctionRef<bool(const std::string&, std::string*)> accept,
                                                   FunctionRef<std::string()> produce) {
-  const bool persistent = usable();
-  auto produceAndStore = [&]() {
-    auto t0 = Clock::now();
+  return fetchOrProduceImpl(key, info, accept, [&]() -> std::function<std::string()> {
     std::string bytes = produce();
+    if (bytes.empty()) return {};
+    return [bytes = std::move(bytes)] { return bytes; };
+  }, /*writeBehind=*/false);
+}
+
+CompileCache::Source CompileCache::fetchOrProduceLater(
+    const CacheKey& key, std::string_view info, FunctionRef<bool(const std::string&, std::string*)> accept,
+    FunctionRef<std::function<std::string()>()> produce) {
+  return fetchOrProduceImpl(key, info, accept, produce, /*writeBehind=*/true);
+}
+
+CompileCache::Source CompileCache::fetchOrProduceImpl(
+    const CacheKey& key, std::string_view info, FunctionRef<bool(const std::string&, std::string*)> accept,
+    FunctionRef<std::function<std::string()>()> produce, bool writeBehind) {
+  const bool persistent = usable();
+  auto produceAndStore = [&](std::shared_ptr<KeyLock> lock) {
+    auto t0 = Clock::now();
+    std::function<std::string()> bytesLater = produce();
     double secs = since(t0);
     {
-      std::lock_guard<std::mutex> lock(statsMutex_);
+      std::lock_guard<std::mutex> guard(statsMutex_);
       ++stats_.compiles;
       stats_.compileSeconds += secs;
       if (persistent) ++stats_.misses;
     }
-    if (persistent && !bytes.empty()) store(key, info, bytes);
+    if (!persistent || !bytesLater) return Source::Produced;
+    // The key's lock is held until the entry is written: another process waiting for it loads the entry
+    // rather than compiling the program again.
+    auto write = [this, key, info = std::string(info), bytesLater = std::move(bytesLater), lock = std::move(lock)] {
+      std::string bytes = bytesLater();
+      if (!bytes.empty()) store(key, info, bytes);
+    };
+    if (writeBehind)
+      CacheWriter::global().post(std::move(write));
+    else
+      write();
     return Source::Produced;
   };
-  if (!persistent) return produceAndStore();
+  if (!persistent) return produceAndStore(nullptr);
   auto tryLoad = [&]() {
     auto t0 = Clock::now();
     std::optional<std::string> payload = load(key);
@@ -617,7 +647,7 @@ CompileCache::Source CompileCache::fetchOrProduce(const CacheKey& key, std::stri
   struct stat before;
   bool had = ::stat(path.c_str(), &before) == 0;
   if (tryLoad()) return Source::Disk;
-  std::unique_ptr<KeyLock> lock = lockKey(key);
+  std::shared_ptr<KeyLock> lock = lockKey(key);
   // Another process may have written the entry while we waited for its lock
   // (or just before we took it).
   if (lock) {
@@ -626,7 +656,7 @@ CompileCache::Source CompileCache::fetchOrProduce(const CacheKey& key, std::stri
         (!had || now.st_ino != before.st_ino || now.st_dev != before.st_dev) && tryLoad())
       return Source::Disk;
   }
-  return produceAndStore();
+  return produceAndStore(std::move(lock));
 }
 
 CompileCacheStats CompileCache::stats() const {

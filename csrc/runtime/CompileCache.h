@@ -19,6 +19,7 @@
 // are loaded (this user's in a private folder, or sealed with the team's key).
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -98,6 +99,7 @@ struct PruneResult {
 class CompileCache {
  public:
   explicit CompileCache(CompileCacheConfig config);
+  ~CompileCache();  // waits for its entries still being written behind
   // The process-wide instance; its configuration is read from the environment once.
   static CompileCache& global();
 
@@ -115,6 +117,11 @@ class CompileCache {
   // nothing) and store the result. With the tier disabled: just produce.
   Source fetchOrProduce(const CacheKey& key, std::string_view info,
                         FunctionRef<bool(const std::string& payload, std::string* why)> accept, FunctionRef<std::string()> produce);
+  // The same, writing behind: `produce` returns a function that makes the bytes to store (empty: store
+  // nothing), run on CacheWriter's thread with the key's lock held until the entry is written.
+  Source fetchOrProduceLater(const CacheKey& key, std::string_view info,
+                             FunctionRef<bool(const std::string& payload, std::string* why)> accept,
+                             FunctionRef<std::function<std::string()>()> produce);
 
   // Building blocks (public for tests and tools).
   std::optional<std::string> load(const CacheKey& key);  // verified payload, or nullopt (miss)
@@ -145,6 +152,9 @@ class CompileCache {
  private:
   class KeyLock;
   std::unique_ptr<KeyLock> lockKey(const CacheKey& key);
+  Source fetchOrProduceImpl(const CacheKey& key, std::string_view info,
+                            FunctionRef<bool(const std::string&, std::string*)> accept,
+                            FunctionRef<std::function<std::string()>()> produce, bool writeBehind);
   bool ensureDirectory();
   void disableWrites(const std::string& why);
   void reportBadEntry(const CacheKey& key, const std::string& why, bool untrusted = false);

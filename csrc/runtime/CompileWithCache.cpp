@@ -127,7 +127,7 @@ CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& 
            "\nplatform_version=" + client.platformVersion() + "\ntorch_tpu=" + kTorchTpuVersion;
   }
   auto t0 = Clock::now();
-  CompileCache::Source source = cache.fetchOrProduce(
+  CompileCache::Source source = cache.fetchOrProduceLater(
       key, info,
       [&](const std::string& payload, std::string* why) {
         try {
@@ -138,18 +138,21 @@ CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& 
           return false;
         }
       },
-      [&]() -> std::string {
+      [&]() -> std::function<std::string()> {
         out.exe = client.compile(module, options);
         if (!cache.enabled()) return {};
-        try {
-          return out.exe->serialize();
-        } catch (const std::exception& e) {
-          static std::atomic<bool> warned{false};
-          if (!warned.exchange(true))
-            compileCacheWarning(std::string("the plugin cannot serialize executables (") + e.what() +
-                                "): the persistent compile cache stays empty");
-          return {};
-        }
+        // Serialized on the cache's writer thread: for XLA:CPU it costs more than the compile itself.
+        return [serialize = out.exe->serializer()]() -> std::string {
+          try {
+            return serialize();
+          } catch (const std::exception& e) {
+            static std::atomic<bool> warned{false};
+            if (!warned.exchange(true))
+              compileCacheWarning(std::string("the plugin cannot serialize executables (") + e.what() +
+                                  "): the persistent compile cache stays empty");
+            return {};
+          }
+        };
       });
   out.compiled = source == CompileCache::Source::Produced;
   out.seconds = since(t0);

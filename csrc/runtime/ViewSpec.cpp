@@ -166,6 +166,42 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, co
     range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {v.offset + length - end}, {0});
   return finishBlockRead(b, b.reshape(range, block), v, dims, block, limits, out);
 }
+// Writing a non-overlapping strided view without a scatter: the block range the view lies in is read,
+// the values (in stride order) replace its leading box, and the range is written back. XLA compiles
+// and runs a scatter element by element; this is a slice update.
+bool tryBlockWrite(hlo::Builder& b, Value& flat, const ViewSpec& v, Value values, const Value* offset) {
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.sizes[i] > 1 && v.strides[i] == 0) return false;  // an expanded view writes one element twice
+  if (!blockDims(v, dims) || dims.empty()) return false;
+  hlo::Shape block{v.sizes[dims[0]]}, box{v.sizes[dims[0]]};
+  for (size_t i = 1; i < dims.size(); ++i) {
+    block.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
+    box.push_back(v.sizes[dims[i]]);
+  }
+  block.push_back(v.strides[dims.back()]);
+  box.push_back(1);
+  // The values with size-1 dims dropped, in stride order, as the block's leading box.
+  std::vector<int64_t> byDim = dims, perm(dims.size());
+  std::sort(byDim.begin(), byDim.end());
+  hlo::Shape naturalSizes;
+  for (int64_t d : byDim) naturalSizes.push_back(v.sizes[d]);
+  for (size_t i = 0; i < dims.size(); ++i)
+    perm[i] = std::find(byDim.begin(), byDim.end(), dims[i]) - byDim.begin();
+  Value boxed = b.reshape(b.transpose(b.reshape(values, naturalSizes), perm), box);
+  int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
+  int64_t available = flat.shape()[0];
+  // The last block may run past the storage's end (by at most length - extent at any valid offset).
+  int64_t over = offset ? length - viewExtent(v) : v.offset + length - available;
+  Value padded = over > 0 ? b.pad(flat, b.constant(flat.dtype(), 0), {0}, {over}, {0}) : flat;
+  Value start = offset ? *offset : b.constantInt(DType::S64, v.offset);
+  Value region = b.reshape(b.dynamicSlice(padded, {&start, 1}, {length}), block);
+  std::vector<Value> zeros(block.size(), b.constantInt(DType::S64, 0));
+  Value updated = b.reshape(b.dynamicUpdateSlice(region, boxed, zeros), {length});
+  Value written = b.dynamicUpdateSlice(padded, updated, {&start, 1});
+  flat = over > 0 ? b.slice(written, {0}, {available}, {1}) : written;
+  return true;
+}
 }  // namespace
 
 bool offsetCanBeOperand(const ViewSpec& v, int64_t storageElems, bool write) {
@@ -201,6 +237,7 @@ Value writeView(hlo::Builder& b, Value flat, const ViewSpec& v, Value values, co
     Value start = offset ? *offset : b.constantInt(DType::S64, v.offset);
     return b.dynamicUpdateSlice(flat, b.reshape(values, {n}), {&start, 1});
   }
+  if (tryBlockWrite(b, flat, v, values, offset)) return flat;
   hlo::Shape idxShape = v.sizes;
   idxShape.push_back(1);
   Value idx = b.reshape(elementIndices(b, v, offset), idxShape);

@@ -14,6 +14,7 @@
 
 #include "TestPlugin.h"
 #include "TempDir.h"
+#include "csrc/runtime/CacheWriter.h"
 #include "csrc/runtime/CompileCache.h"
 
 using namespace tpu;
@@ -308,6 +309,46 @@ TEST(CompileCache, RacingProducersCompileOnceAndLeaveOneValidEntry) {
   EXPECT_EQ(info.invalid, 0);
   EXPECT_EQ(info.tmpFiles, 0);
   EXPECT_EQ(info.lockFiles, 0);  // removed by their holders
+}
+
+// Write-behind (fetchOrProduceLater): the caller returns before its bytes are made; the key's lock is held
+// until the entry is written, so a racing producer waits for it and loads it instead of compiling again.
+TEST(CompileCache, WriteBehindHoldsTheKeyUntilWritten) {
+  TempDir dir;
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<int> produced{0};
+  CompileCache first(configFor(dir.path));
+  EXPECT_EQ(first.fetchOrProduceLater(
+                keyOf("k"), "op=test", [](const std::string&, std::string*) { return false; },
+                [&]() -> std::function<std::string()> {
+                  ++produced;
+                  return [&] {  // a slow serialization, on the writer thread
+                    std::unique_lock<std::mutex> l(m);
+                    cv.wait(l, [&] { return release; });
+                    return std::string("value:first");
+                  };
+                }),
+            CompileCache::Source::Produced);
+  EXPECT_EQ(countFiles(dir.path, ".bin"), 0);  // not written yet: the caller did not wait for it
+  std::string got;
+  std::thread second([&] {
+    CompileCache other(configFor(dir.path));  // another "process"
+    EXPECT_EQ(fetch(other, keyOf("k"), "second", &got, &produced), CompileCache::Source::Disk);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard<std::mutex> l(m);
+    release = true;
+  }
+  cv.notify_all();
+  second.join();
+  runtime::CacheWriter::global().drain();
+  EXPECT_EQ(produced, 1);
+  EXPECT_EQ(got, "value:first");
+  EXPECT_EQ(CompileCache::inspect(dir.path, true).entries, 1);
+  EXPECT_EQ(countFiles(dir.path, ".lock"), 0);
 }
 
 TEST(CompileCache, LockTimeoutCompilesAnyway) {
