@@ -79,6 +79,15 @@ def video(cfg, g, frames=None):
     return torch.randn(BATCH, frames, channels(cfg), size, size, generator=g)
 
 
+def takes_image_pairs(model_class):
+    """Whether forward wants image pairs, (batch, 2, C, H, W), whatever its docstring says (keypoint matchers:
+    SuperGlue, LightGlue check the shape in forward's source)."""
+    try:
+        return "(batch_size, 2, num_channels, height, width)" in inspect.getsource(model_class.forward)
+    except (OSError, TypeError):
+        return False
+
+
 def is_video_model(model_class, cfg):
     """Whether `pixel_values` are videos: a frame count in the config, or a video class (InstructBLIP-Video) other
     than its vision tower (frames folded into the batch)."""
@@ -89,7 +98,7 @@ def is_video_model(model_class, cfg):
 def grid_patches(cfg, g, n=BATCH):
     """Qwen-VL-style flattened patches and their (t, h, w) grid: n images of 2m x 2m patches (m: merge size)."""
     p = _int(get(cfg, "patch_size", "spatial_patch_size"), PATCH)
-    tp = _int(get(cfg, "temporal_patch_size"), 1)
+    tp = _int(get(cfg, "temporal_patch_size", "patch_temporal"), 1)  # Muse's towers name it patch_temporal
     m = _int(get(cfg, "spatial_merge_size", "merge_size"), 2)
     side = 2 * m
     grid = torch.tensor([[1, side, side]] * n)
@@ -323,6 +332,9 @@ CLASS_INPUTS = {
         hidden_states=torch.randn(BATCH, _int(get(cfg, "channels"), 1), 3200, generator=g)),
     "VibeVoiceAcousticTokenizerDecoderModel": lambda cfg, g: dict(
         hidden_states=torch.randn(BATCH, _int(get(cfg, "hidden_size"), 32), 2, generator=g)),
+    # Patches flattened by the processor, one per positional embedding: (batch, patches, channels x patch^2).
+    "Molmo2VisionModel": lambda cfg, g: dict(pixel_values=torch.randn(
+        BATCH, cfg.num_position_embeddings, channels(cfg) * cfg.patch_size ** 2, generator=g)),
     # One image of max_num_tiles tiles, every tile real, aspect ratio id 1.
     "MllamaVisionModel": _mllama_vision,
     # Learned queries (the Q-Former's own input): (batch, queries, hidden).

@@ -23,6 +23,7 @@ whose documented shape has only known dimensions, ...; `auto_inputs.CLASS_INPUTS
 can feed). Classes transformers does not export (vision/audio towers of multimodal models) come from the type's
 modeling module (`model_class`), and a class whose config_class is a sub-config gets that sub-config (`config_for`).
 """
+import dataclasses
 import functools
 import inspect
 import math
@@ -43,6 +44,7 @@ FFN_MOE = 40
 LAYERS = 2
 EXPERTS = 4
 TOPK = 2
+QUERIES = 10
 
 # The main head: the first of these auto mappings that lists the model type.
 HEADS = [
@@ -179,6 +181,18 @@ OVERRIDES = {
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
     "mobilevitv2": dict(image_size=2 * IMAGE),
+    # The mask head reads the backbone's first stage (HGNet's 128 channels, 16 tiny).
+    "pp_doclayout_v3": dict(x4_feat_dim=16),
+    # BROS's 1-D box sinusoid is hidden / 4 / dim_bbox (8) wide and halved: 64 wide at least.
+    "bros": dict(hidden_size=2 * HIDDEN),
+    # The vision neck's output is the image embedding the prompt encoder and mask decoder add to (their width),
+    # and its positional embedding (sine and cosine of num_pos_feats each) is added to it too.
+    "sam": dict(vision_config=dict(output_channels=HIDDEN, num_pos_feats=HIDDEN // 2)),
+    "sam_hq": dict(vision_config=dict(output_channels=HIDDEN, num_pos_feats=HIDDEN // 2)),
+    # A list image size (378 x 378) the int rule does not shrink; the positional embeddings are one per patch.
+    "molmo2_vision": dict(image_size=[IMAGE, IMAGE], num_position_embeddings=(IMAGE // PATCH) ** 2),
+    # SuperPoint's descriptors are what SuperGlue matches: as wide as its hidden size.
+    "superglue": dict(keypoint_detector_config=dict(descriptor_decoder_dim=HIDDEN)),
     # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
     "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
 }
@@ -275,6 +289,8 @@ def shrink(d):
             out[k] = min(v, PATCH)
         elif k in _POS_KEYS:
             out[k] = min(v, 512)
+        elif k == "num_queries":  # object queries: no more than a 32 x 32 image's detector proposals
+            out[k] = min(v, QUERIES)
         elif k == "num_frames":  # video models: a few frames, a whole number of (2-frame) tubelets
             out[k] = min(v, 4)
         elif k in ("n_group", "topk_group", "num_expert_group"):
@@ -306,8 +322,11 @@ def shrink(d):
             out.update({"num_hidden_layers": layers, key: list(range(layers - n + 1, layers + 1))})
             out["out_features"] = None if "out_features" in out else out.get("out_features")
             kept = key
+    # A stage-based backbone keeps its stages (depths shrink per stage, not in number): its selection stays, as the
+    # necks of detectors (RT-DETR's encoder_in_channels) are one input per selected stage.
+    stages_kept = isinstance(d.get("depths"), list) and len(out.get("depths") or ()) == len(d["depths"])
     for k in ("out_features", "out_indices"):
-        if out.get(k) is not None and isinstance(out[k], list) and k != kept:
+        if out.get(k) is not None and isinstance(out[k], list) and k != kept and not stages_kept:
             out[k] = None
     # Vision-language configs that leave the image/video placeholder token unset (BLIP-2's image_token_index):
     # an id in the tiny vocabulary, which their forward compares input_ids with.
@@ -367,14 +386,17 @@ def _tie_widths(d, out):
         for k in ("qk_head_dim", "head_dim"):
             if d.get(k) == both:
                 out[k] = out["qk_rope_head_dim"] + out["qk_nope_head_dim"]
-    # Sizes equal to the hidden size in the defaults (codebook_dim, pooler_output_size, lru_width, adapter
-    # inputs...) are tied to it: they follow the new hidden size.
-    if isinstance(d.get("hidden_size"), int) and d["hidden_size"] > HIDDEN and isinstance(out.get("hidden_size"), int):
+    # Sizes equal to the hidden size (or d_model) in the defaults (codebook_dim, pooler_output_size, lru_width,
+    # adapter inputs, RT-DETR's encoder_hidden_dim and its per-level decoder_in_channels...) are tied to it: they
+    # follow the new hidden size.
+    width = next((k for k in ("hidden_size", "d_model") if isinstance(d.get(k), int) and not isinstance(d[k], bool)), None)
+    if width and d[width] > HIDDEN and isinstance(out.get(width), int):
         for k, v in d.items():
-            if v == d["hidden_size"] and out.get(k) == v and not isinstance(v, bool) \
+            if not isinstance(v, bool) and out.get(k) == v \
+                    and (v == d[width] or isinstance(v, list) and v and all(x == d[width] for x in v)) \
                     and k.endswith(("_dim", "_size", "_width", "_channels", "_channel")) \
                     and not k.startswith(("codebook_size", "sliding", "max_", "chunk")):
-                out[k] = out["hidden_size"]
+                out[k] = [out[width]] * len(v) if isinstance(v, list) else out[width]
     # EfficientNet-family widths (ALIGN's vision tower): every stage's channels scale by width_coefficient and the
     # top convolution is 1280 of them; a width making the last stage 32 channels, hidden_dim the top's. Blocks per
     # stage scale by depth_coefficient (B7's 3.1: 55 blocks): 0.5 leaves 10.
@@ -412,6 +434,17 @@ def _tie_widths(d, out):
             if hd:
                 n, half = len(holder["mrope_section"]), hd // 2
                 holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
+    # HGNet stages (RT-DETR-family and PP-OCR backbones): the channels each stage makes are the widths the backbone
+    # reports (hidden_sizes, which the necks are sized from); each stage takes the previous one's, the first the
+    # stem's (its first entry the image's channels); a block of two layers, one block a stage.
+    if all(isinstance(out.get(k), list) for k in ("stem_channels", "stage_in_channels", "stage_mid_channels",
+                                                   "stage_out_channels", "hidden_sizes")):
+        widths = out["hidden_sizes"]
+        stem = min(out["stem_channels"][-1], 16)
+        out.update(stem_channels=[out["stem_channels"][0], stem, stem], stage_out_channels=list(widths),
+                   stage_in_channels=[stem] + widths[:-1], stage_mid_channels=[max(4, w // 2) for w in widths],
+                   stage_num_blocks=[1] * len(widths),
+                   stage_numb_of_layers=[min(n, 2) for n in out.get("stage_numb_of_layers") or [2] * len(widths)])
     if "conv_dim" in out and "conv_stride" in out:
         out.update(SPEECH_CONV)
     # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
@@ -468,9 +501,37 @@ def _default_mrope_sections(cls, d):
             rope["mrope_section"] = [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
 
 
+def _drop_derived(cls, d, default):
+    """Drop from `d` (in place, sub-configs too) the sizes `cls` derives in __post_init__ rather than takes (SAM's
+    image_embedding_size = image_size // patch_size, BROS's bbox projection = its head size) where shrink() left
+    the defaults' value and the shrunk config derives a smaller one: to_dict() writes the defaults' values, and
+    passed back they would override the values derived from the shrunk sizes."""
+    if not dataclasses.is_dataclass(cls):
+        return
+    fields = {f.name for f in dataclasses.fields(cls)}
+    for k, sub in (getattr(cls, "sub_configs", None) or {}).items():
+        if isinstance(d.get(k), dict) and isinstance(default.get(k), dict):
+            sub = transformers.CONFIG_MAPPING.get(d[k].get("model_type")) if sub is transformers.AutoConfig else sub
+            if isinstance(sub, type):
+                _drop_derived(sub, d[k], default[k])
+    stale = [k for k, v in d.items() if k not in fields and isinstance(v, int) and not isinstance(v, bool)
+             and default.get(k) == v]
+    if not stale:
+        return
+    try:
+        derived = vars(cls(**{k: v for k, v in d.items() if k in fields}))
+    except Exception:  # noqa: BLE001  (a config that only validates with its extras: keep them all)
+        return
+    for k in stale:
+        if isinstance(derived.get(k), int) and 0 < derived[k] < d[k]:
+            d.pop(k)
+
+
 def tiny_config(model_type):
     cls = transformers.CONFIG_MAPPING[model_type]
-    d = shrink(cls().to_dict())
+    default = cls().to_dict()
+    d = shrink(default)
+    _drop_derived(cls, d, default)
     _default_mrope_sections(cls, d)
     for k, v in OVERRIDES.get(model_type, {}).items():  # a dict merges into the sub-config's dict
         d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
@@ -612,6 +673,8 @@ def make_inputs(model_class, cfg, task, seed):
         dims = auto_inputs.doc_shape(model_class, "pixel_values")
         if dims and len(dims) == 5:  # videos, or image pairs (keypoint matchers): (batch, frames, C, H, W)
             inputs = dict(pixel_values=auto_inputs.video(cfg, g, int(dims[1]) if dims[1].isdigit() else None))
+        elif auto_inputs.takes_image_pairs(model_class):
+            inputs = dict(pixel_values=auto_inputs.video(cfg, g, 2))
         elif auto_inputs.is_video_model(model_class, cfg):  # generic docstrings say 4-D even for videos
             inputs = dict(pixel_values=auto_inputs.video(cfg, g))
         if model_class.__name__ in auto_inputs.FRAMES_IN_BATCH and inputs["pixel_values"].dim() == 5:

@@ -92,3 +92,31 @@ def test_auto_shrink_state_space_sizes():
     assert d["layers_block_type"] == ["linear_attention", "moe", "full_attention"]
     # A chunk size in a config with no state-space scan (audio chunking) is not a scan's.
     assert auto_zoo.shrink({"hidden_size": 64, "chunk_size": 50})["chunk_size"] == 50
+
+
+def test_auto_shrink_detector_backbone_ties():
+    """auto_zoo.shrink: a stage-based backbone keeps its stage selection (a detector's neck takes one input per
+    stage), HGNet's stage channels follow the shrunk stage widths, and sizes tied to d_model follow it."""
+    import auto_zoo
+    hgnet = {"model_type": "hgnet_v2", "depths": [3, 4, 6, 3], "hidden_sizes": [256, 512, 1024, 2048],
+             "stem_channels": [3, 32, 48], "stage_in_channels": [48, 128, 512, 1024],
+             "stage_mid_channels": [48, 96, 192, 384], "stage_out_channels": [128, 512, 1024, 2048],
+             "stage_num_blocks": [1, 1, 3, 1], "stage_numb_of_layers": [6, 6, 6, 6], "out_indices": [2, 3, 4]}
+    d = auto_zoo.shrink({"d_model": 256, "encoder_hidden_dim": 256, "decoder_in_channels": [256, 256, 256],
+                         "num_queries": 300, "backbone_config": hgnet})
+    b = d["backbone_config"]
+    assert b["out_indices"] == [2, 3, 4] and b["stage_out_channels"] == b["hidden_sizes"]
+    assert b["stage_in_channels"][1:] == b["stage_out_channels"][:-1] and b["stage_in_channels"][0] == b["stem_channels"][-1]
+    assert d["encoder_hidden_dim"] == d["d_model"] == auto_zoo.HIDDEN and d["decoder_in_channels"] == [auto_zoo.HIDDEN] * 3
+    assert d["num_queries"] == auto_zoo.QUERIES
+    # A layer-based backbone's indices name layers that no longer exist: left for the config to derive.
+    assert auto_zoo.shrink({"num_hidden_layers": 12, "out_indices": [12]})["out_indices"] is None
+
+
+def test_auto_tiny_config_rederives_sizes():
+    """auto_zoo.tiny_config: sizes a config derives in __post_init__ (SAM's image_embedding_size) are derived again
+    from the shrunk sizes, not taken from to_dict()'s defaults."""
+    import auto_zoo
+    cfg = auto_zoo.tiny_config("sam")
+    p = cfg.prompt_encoder_config
+    assert p.image_embedding_size == p.image_size // p.patch_size
