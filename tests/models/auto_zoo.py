@@ -181,8 +181,11 @@ OVERRIDES = {
     "levit": dict(patch_size=16),
     # Five stride-2 stages: 32 x 32 vanishes before the last one.
     "mobilevitv2": dict(image_size=2 * IMAGE),
-    # The mask head reads the backbone's first stage (HGNet's 128 channels, 16 tiny).
-    "pp_doclayout_v3": dict(x4_feat_dim=16),
+    # Weights drawn N(0, 0.01) shrink the signal ~10x a layer at tiny widths: by the encoder every position's
+    # features are equal (1e-19 apart), so the query top-k picks among exact ties (whose order CPU leaves
+    # unspecified). At 0.3 they stay apart. V3's mask head reads HGNet's first stage (128 channels, 16 tiny).
+    "pp_doclayout_v2": dict(initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
+    "pp_doclayout_v3": dict(x4_feat_dim=16, initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
     # BROS's 1-D box sinusoid is hidden / 4 / dim_bbox (8) wide and halved: 64 wide at least.
     "bros": dict(hidden_size=2 * HIDDEN),
     # The vision neck's output is the image embedding the prompt encoder and mask decoder add to (their width),
