@@ -11,7 +11,9 @@ The shrink rules work on the config's `to_dict()`, key by key, recursively into 
   hidden sizes -> 32, layers -> 2, heads -> 4 (kv heads 2), head_dim -> 8, intermediate -> 37 (40 with experts:
   CPU's grouped_mm wants 16-byte strides), vocab -> 99 (token ids above it -> small ids), image_size -> 32,
   patch -> 8, experts -> 4, top-k -> 2, per-layer lists (layer_types, ...) truncated to the new layer count,
-  per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes.
+  per-stage lists (depths, hidden_sizes, num_heads lists) shrunk element-wise so heads still divide sizes,
+  state-space scans to a 16-wide state in chunks of 4 (shorter than the inputs: the scan crosses a chunk), a
+  layer pattern that is itself the layer count (NemotronH's layers_block_type) to one layer of each kind.
 `OVERRIDES` holds the few types where a generic rule cannot work (mostly config validators that tie two shrunk
 sizes together), `ATTN_IMPLEMENTATION` the types whose eager attention is broken in transformers itself (run with
 SDPA), `LABELS_ARE_INPUT_IDS` decoder-only speech LMs listed among the seq2seq heads.
@@ -185,6 +187,7 @@ OVERRIDES = {
     # features are equal (1e-19 apart), so the query top-k picks among exact ties (whose order CPU leaves
     # unspecified). At 0.3 they stay apart. V3's mask head reads HGNet's first stage (128 channels, 16 tiny).
     "pp_doclayout_v2": dict(initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
+    "pp_doclayout_v4": dict(initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
     "pp_doclayout_v3": dict(x4_feat_dim=16, initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
     # BROS's 1-D box sinusoid is hidden / 4 / dim_bbox (8) wide and halved: 64 wide at least.
     "bros": dict(hidden_size=2 * HIDDEN),
