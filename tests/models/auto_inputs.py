@@ -269,6 +269,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
         elif n == "visual_feats":  # LXMERT: region features and their boxes
             inputs[n] = torch.randn(BATCH, 5, _int(get(cfg, "visual_feat_dim"), 32), generator=g)
             inputs["visual_pos"] = torch.rand(BATCH, 5, _int(get(cfg, "visual_pos_dim"), 4), generator=g)
+        elif n == "inputs_embeds":  # a tower fed embeddings only (BLT's global transformer)
+            inputs[n] = torch.randn(BATCH, SEQ, _int(get(cfg, "hidden_size"), 32), generator=g)
         elif n == "hidden_states":
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):
@@ -329,4 +331,29 @@ CLASS_INPUTS = {
     "Blip2QFormerModel": lambda cfg, g: dict(
         query_embeds=torch.randn(BATCH, 4, _int(get(cfg, "hidden_size"), 32), generator=g),
         encoder_hidden_states=torch.randn(BATCH, SEQ, _int(get(cfg, "encoder_hidden_size"), 32), generator=g)),
+    # text / audio types (nbb)
+    # BLT's byte encoder and decoder (inside BltModel): tokens grouped into patches of 4, and the global model's
+    # patch states the decoder cross-attends to.
+    "BltLocalEncoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), num_patches=-(-SEQ // 4),
+        patch_ids=(torch.arange(SEQ) // 4).expand(BATCH, -1)),
+    "BltLocalDecoder": lambda cfg, g: dict(
+        inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g),
+        patch_embeds=torch.randn(BATCH, -(-SEQ // 4), cfg.hidden_size_global, generator=g)),
+    # Mel chunks (chunks, mel bins, frames) and each chunk's length in waveform samples.
+    "Dots3NoteAudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, cfg.feature_size, 20, generator=g),
+        chunk_sample_lengths=torch.full((BATCH,), 20 * cfg.hop_length)),
+    # CLVP: text, and the voice to condition on (mel features, (batch, feature_size, frames)); a contrastive loss.
+    "ClvpModelForConditionalGeneration": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        input_features=torch.randn(BATCH, cfg.decoder_config.feature_size, 20, generator=g), return_loss=True),
+    # Decoders that need the encoder's states: (batch, seq, hidden).
+    "T5Gemma2Decoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
+        encoder_hidden_states=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
+    # Qwen3-Omni's talker and its code predictor take embeddings only (forward refuses input_ids).
+    "Qwen3OmniMoeTalkerModel": lambda cfg, g: dict(inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
+    "Qwen3OmniMoeTalkerCodePredictorModel": lambda cfg, g: dict(
+        inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
 }

@@ -77,7 +77,8 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
                 "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size",
-                "attention_hidden_size", "visual_feat_dim", "hidden_size_per_layer_input", "out_hidden_size"}
+                "attention_hidden_size", "visual_feat_dim", "hidden_size_per_layer_input", "out_hidden_size",
+                "hidden_size_global"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
@@ -124,6 +125,8 @@ SSM_CHUNK = 4
 SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], num_conv_pos_embeddings=16,
                    num_conv_pos_embedding_groups=2, num_feat_extract_layers=2, mask_time_prob=0.0,
                    ctc_loss_reduction="mean")
+CLVP_ENCODER = dict(hidden_size=4 * HIDDEN, projection_dim=4 * HIDDEN, num_attention_heads=2)
+COMPASS_ROPE = {"full_attention": dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1])}
 OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
     "bamba": dict(attn_layer_indices=[1]),
@@ -181,6 +184,47 @@ OVERRIDES = {
     "mobilevitv2": dict(image_size=2 * IMAGE),
     # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
     "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
+    # text / audio types (nbb)
+    # Sub-configs that read dropout_rate, which only the parent T5Gemma2Config writes into them.
+    "t5gemma2_decoder": dict(dropout_rate=0.0),
+    "t5gemma2_encoder": dict(text_config=dict(dropout_rate=0.0)),
+    "t5gemma2_text": dict(dropout_rate=0.0),
+    # Fields the model reads but the config class does not define (checkpoints' config.json carry them).
+    "qwen2_5_omni_thinker": dict(vision_start_token_id=VOCAB - 9),
+    "qwen3_omni_moe_thinker": dict(vision_start_token_id=VOCAB - 9),
+    "qwen3_omni_moe_talker_text": dict(shared_expert_intermediate_size=FFN_MOE),
+    "dbrx": dict(attn_config=dict(rope_theta=500000.0, clip_qkv=8.0)),  # (clamp(None, None) fails: DBRX-instruct's 8)
+    "pix2struct_text_model": dict(initializer_range=0.02),
+    "moonshine_streaming": dict(num_key_value_heads=HEADS_N),
+    # Rotary parameters per layer type, empty in the defaults (the rotary embedding indexes them by layer type);
+    # sections summing to half the head size.
+    "cohere_compass_text": dict(rope_parameters=COMPASS_ROPE),
+    "cohere_compass": dict(text_config=dict(rope_parameters=COMPASS_ROPE)),
+    # MoE layers, but no expert count, top-k or expert width in the defaults (their checkpoints' config.json have them).
+    "diffusion_gemma_text": dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
+    "diffusion_gemma": dict(text_config=dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
+                            canvas_length=8),  # (the block diffusion canvas: 256 tokens)
+    # Dots3: attention as dots3_note_text's; the adapters project to the text width; the convolution stem's output
+    # width (the config derives it from the defaults' 480 channels: 32 x 128 mel bins / 8).
+    "dots3_note": dict(text_config=dict(qk_nope_head_dim=4, qk_rope_head_dim=4),
+                       vision_config=dict(adapter_out_dim=HIDDEN),
+                       audio_config=dict(adapter_out_dim=HIDDEN, conv_output_size=HIDDEN * 16)),
+    "dots3_note_audio_encoder": dict(adapter_out_dim=HIDDEN, conv_output_size=HIDDEN * 16),
+    # CLVP's rotary size is max(projection_dim / (2 x heads), 32): heads 64 wide, of which 32 rotate (as the defaults).
+    "clvp_encoder": CLVP_ENCODER,
+    "clvp": dict(text_config=CLVP_ENCODER, speech_config=CLVP_ENCODER),
+    "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
+    # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
+    "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
+    "deepseek_ocr2": dict(text_config=dict(mlp_layer_types=["dense", "sparse"]),  # (and SAM's neck: 896 wide)
+                          vision_config=dict(sam_config=dict(downsample_channels=[HIDDEN, HIDDEN]))),
+    # No cache: RWKV writes its recurrent state in place (backward then fails); BLT's cache needs
+    # num_hidden_layers, which BltConfig lacks.
+    "rwkv": dict(use_cache=False),
+    "blt": dict(use_cache=False, encoder_hash_byte_group_vocab=VOCAB),  # (hash embeddings: 6 x 500002 rows)
+    # EfficientNet's convolutions at tiny widths shrink activations ~0.02 x sqrt(fan-in) each (eval batch norm does not
+    # renormalise): at the default init the pooled image vanishes to 1e-30 and its normalised embedding is inf.
+    "align": dict(vision_config=dict(initializer_range=0.4)),
 }
 
 
@@ -454,7 +498,7 @@ def _default_mrope_sections(cls, d):
     summing to half the shrunk rotary size, written into each rope_parameters that lacks them."""
     for holder in _sub_dicts(d):
         rope = holder.get("rope_parameters")
-        if not isinstance(rope, dict) or rope.get("mrope_section"):
+        if not rope or not isinstance(rope, dict) or rope.get("mrope_section"):  # empty: per-layer-type, unfilled
             continue
         sub = holder.get("model_type")
         own = transformers.CONFIG_MAPPING[sub] if holder is not d and sub in transformers.CONFIG_MAPPING else cls
@@ -468,12 +512,20 @@ def _default_mrope_sections(cls, d):
             rope["mrope_section"] = [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
 
 
+def _merge(d, overrides):
+    """Overrides applied to d in place; a dict merges into the sub-config's dict, at any depth."""
+    for k, v in overrides.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict):
+            _merge(d[k], v)
+        else:
+            d[k] = v
+
+
 def tiny_config(model_type):
     cls = transformers.CONFIG_MAPPING[model_type]
     d = shrink(cls().to_dict())
     _default_mrope_sections(cls, d)
-    for k, v in OVERRIDES.get(model_type, {}).items():  # a dict merges into the sub-config's dict
-        d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
+    _merge(d, OVERRIDES.get(model_type, {}))
     for k in _DROP:
         d.pop(k, None)
     d.pop("model_type", None)
@@ -628,6 +680,9 @@ def make_inputs(model_class, cfg, task, seed):
             inputs["attention_mask"] = torch.ones(BATCH, inputs["input_features"].shape[1], dtype=torch.long)
         if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
             inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
+        if "feature_lens" in params:  # Qwen-Omni audio towers: the batch's frames concatenated, (mel, frames)
+            f = inputs["input_features"]
+            inputs = dict(input_features=f.flatten(0, 1).T.contiguous(), feature_lens=torch.full((BATCH,), f.shape[1]))
     elif name == "inputs_embeds":
         inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
     elif name == "pixel_values_videos":
