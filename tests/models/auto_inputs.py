@@ -171,11 +171,22 @@ def audio_features(cfg, g, model_class=None, frames=20):
                "feature_projection_input_dim", default=80)
     if model_class is not None:
         feat *= STACKED_FRAMES.get(model_class.__name__, 1)
+    feat *= _int(get(cfg, "num_stacked_frames"), 1)  # low-frame-rate stacking the config names (Fun-ASR)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
     if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
             or model_class is not None and (model_class.__name__ in FEATURES_FIRST or _conv1d_first(model_class)):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
+
+
+def used_unguarded(model_class, name):
+    """Whether forward dereferences the optional argument `name` without a None check (AudioFlamingo3's encoder:
+    `input_features_mask.sum(-1)`): required in fact."""
+    try:
+        src = inspect.getsource(model_class.forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"\b{name}\.\w+\(", src) is not None and not re.search(rf"\b{name} is (not )?None", src)
 
 
 def required(model_class):
@@ -317,6 +328,21 @@ def _mllama_vision(cfg, g):
                 aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))
 
 
+def _clap_features(cfg, g):
+    frames = cfg.spec_size * (cfg.spec_size // cfg.num_mel_bins)
+    return torch.randn(BATCH, 1, frames, cfg.num_mel_bins, generator=g)
+
+
+def _dia(cfg, g, labels=False):
+    dec = cfg.decoder_config
+    inputs = dict(input_ids=torch.randint(3, cfg.encoder_config.vocab_size, (BATCH, SEQ), generator=g),
+                  attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+                  decoder_input_ids=torch.randint(3, dec.vocab_size, (BATCH, 5, dec.num_channels), generator=g))
+    if labels:
+        inputs["labels"] = torch.randint(3, dec.vocab_size, (BATCH * dec.num_channels, 5), generator=g)
+    return inputs
+
+
 # The few classes whose forward no name rule can feed (kept small: a generic rule first wherever one works).
 CLASS_INPUTS = {
     # Acoustic tokenizer halves: the encoder takes the waveform (batch, 1, samples) as hidden_states, the decoder
@@ -348,6 +374,27 @@ CLASS_INPUTS = {
     "ClvpModelForConditionalGeneration": lambda cfg, g: dict(
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
         input_features=torch.randn(BATCH, cfg.decoder_config.feature_size, 20, generator=g), return_loss=True),
+    # CLAP's audio tower: (batch, 1, frames, mel bins), the frames its spectrogram image holds (spec_size x
+    # spec_size / mel bins); the model adds text.
+    "ClapAudioModel": lambda cfg, g: dict(input_features=_clap_features(cfg, g)),
+    "ClapModel": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        input_features=_clap_features(cfg.audio_config, g), return_loss=True),
+    # Gemma 4's audio tower: its projection after two stride-2 convolutions is sized for as many mel bins as the
+    # first convolution's channels (128 both), which the config does not name otherwise.
+    "Gemma4AudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, 20, cfg.subsampling_conv_channels[0], generator=g),
+        attention_mask=torch.ones(BATCH, 20, dtype=torch.long)),
+    # Frames a whole number of the subsampling factor's groups, (batch, frames, mel bins).
+    "Nemotron3_5TranscribeAudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, 3 * cfg.subsampling_factor, get(cfg, "num_mel_bins"), generator=g)),
+    # Dia: text bytes in, audio codes (batch, frames, channels) out (its 2-D (batch x channels, frames) path views a
+    # transposed tensor and fails), labels (batch x channels, frames); its decoder cross-attends to the encoder.
+    "DiaModel": lambda cfg, g: _dia(cfg, g),
+    "DiaForConditionalGeneration": lambda cfg, g: _dia(cfg, g, labels=True),
+    "DiaDecoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, cfg.vocab_size, (BATCH, 5, cfg.num_channels), generator=g),
+        encoder_hidden_states=torch.randn(BATCH, SEQ, cfg.cross_hidden_size, generator=g)),
     # Decoders that need the encoder's states: (batch, seq, hidden).
     "T5Gemma2Decoder": lambda cfg, g: dict(
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),

@@ -26,6 +26,7 @@ modeling module (`model_class`), and a class whose config_class is a sub-config 
 import functools
 import inspect
 import math
+import re
 
 import torch
 
@@ -126,6 +127,7 @@ SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], n
                    num_conv_pos_embedding_groups=2, num_feat_extract_layers=2, mask_time_prob=0.0,
                    ctc_loss_reduction="mean")
 CLVP_ENCODER = dict(hidden_size=4 * HIDDEN, projection_dim=4 * HIDDEN, num_attention_heads=2)
+CLAP_AUDIO = dict(spec_size=32, num_mel_bins=16, patch_stride=[2, 2], patch_embeds_hidden_size=HIDDEN // 8)
 COMPASS_ROPE = {"full_attention": dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1])}
 OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
@@ -213,6 +215,16 @@ OVERRIDES = {
     # CLVP's rotary size is max(projection_dim / (2 x heads), 32): heads 64 wide, of which 32 rotate (as the defaults).
     "clvp_encoder": CLVP_ENCODER,
     "clvp": dict(text_config=CLVP_ENCODER, speech_config=CLVP_ENCODER),
+    # CLAP's audio Swin: a 32 x 32 spectrogram image (16 mel bins x 64 frames folded twice), the patch stride the
+    # patch size (the Swin rule's 2), and the hidden size the last of 4 stages' widths (the first's x 8), as in the
+    # defaults.
+    "clap_audio_model": CLAP_AUDIO,
+    "clap": dict(audio_config=CLAP_AUDIO),
+    # One transcription layer and one timestamp layer (the defaults' 50 and 20).
+    "fun_asr_nano_encoder": dict(num_timestamp_prediction_layers=1),
+    # HRM serialises its derived cache size (layers per stack x cycles) as num_hidden_layers: the per-stack count is
+    # derived again from the shrunk one.
+    "hrm_text": dict(num_layers_per_stack=None),
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
@@ -245,6 +257,9 @@ def _shrink_list(key, v, old_layers, new_layers):
         return [min(x, 2 ** min(i, 2)) for i, x in enumerate(v)]
     if key in _STAGE_DEPTH_LIST_KEYS and ints:
         return [min(x, 1) for x in v]
+    if (key in _FFN_KEYS or key.endswith("_intermediate_size")) and ints:  # per layer (Gemma 3n) or per modality
+        per_layer = old_layers and len(v) == old_layers
+        return [min(x, FFN_MOE if "moe" in key else FFN) for x in (v[:new_layers] if per_layer else v)]
     if old_layers and len(v) == old_layers and new_layers < old_layers:
         kept = list(v[:new_layers])
         if all(isinstance(x, str) for x in v):
@@ -454,8 +469,7 @@ def _tie_widths(d, out):
             if hd is None and isinstance(out.get("hidden_size"), int) and isinstance(out.get("num_attention_heads"), int):
                 hd = out["hidden_size"] // out["num_attention_heads"]
             if hd:
-                n, half = len(holder["mrope_section"]), hd // 2
-                holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
+                holder["mrope_section"] = _mrope_sections(holder["mrope_section"], hd // 2)
     if "conv_dim" in out and "conv_stride" in out:
         out.update(SPEECH_CONV)
     # Hierarchical window attention (Swin: depths + window_size): 2-pixel patches and 2-token windows, so every
@@ -474,14 +488,24 @@ def model_types():
     return sorted(configuration_auto.CONFIG_MAPPING_NAMES)
 
 
+def _mrope_sections(like, half):
+    """Multimodal rotary sections like the defaults' `like`, summing to `half` (half the new rotary size)."""
+    n = len(like)
+    if n == 3 and like[0] == like[1]:  # height and width interleaved pairwise (ERNIE-VL's [22, 22, 20]): equal
+        return [half // 3, half // 3, half - 2 * (half // 3)]
+    return [half // n + (1 if i < half % n else 0) for i in range(n)]
+
+
 @functools.lru_cache(maxsize=None)
-def _uses_default_mrope(cls):
+def _default_mrope(cls):
+    """The built-in mrope_section the config's modeling module falls back to, or None."""
     import importlib.util
     spec = importlib.util.find_spec(cls.__module__.replace(".configuration_", ".modeling_"))
     if spec is None or not spec.origin:
-        return False
+        return None
     with open(spec.origin) as f:
-        return '"mrope_section", [' in f.read()
+        m = re.search(r'"mrope_section", \[([\d, ]+)\]', f.read())
+    return [int(x) for x in m.group(1).split(",")] if m else None
 
 
 def _sub_dicts(d):
@@ -502,14 +526,14 @@ def _default_mrope_sections(cls, d):
             continue
         sub = holder.get("model_type")
         own = transformers.CONFIG_MAPPING[sub] if holder is not d and sub in transformers.CONFIG_MAPPING else cls
-        if not (_uses_default_mrope(own) or _uses_default_mrope(cls)):
+        default = _default_mrope(own) or _default_mrope(cls)
+        if not default:
             continue
         hd = holder.get("head_dim") if isinstance(holder.get("head_dim"), int) else None
         if hd is None and isinstance(holder.get("hidden_size"), int) and isinstance(holder.get("num_attention_heads"), int):
             hd = holder["hidden_size"] // holder["num_attention_heads"]
         if hd:
-            half = int(hd * rope.get("partial_rotary_factor", 1.0)) // 2
-            rope["mrope_section"] = [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
+            rope["mrope_section"] = _mrope_sections(default, int(hd * rope.get("partial_rotary_factor", 1.0)) // 2)
 
 
 def _merge(d, overrides):
@@ -676,6 +700,8 @@ def make_inputs(model_class, cfg, task, seed):
             inputs = dict(input_values=auto_inputs.audio_values(cfg, g, model_class))
     elif name == "input_features":
         inputs = dict(input_features=auto_inputs.audio_features(cfg, g, model_class))
+        if "input_features_mask" in params and auto_inputs.used_unguarded(model_class, "input_features_mask"):
+            auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["input_features_mask"])
         if "attention_mask" in params and inputs["input_features"].shape[1] != _get(cfg, "num_mel_bins"):
             inputs["attention_mask"] = torch.ones(BATCH, inputs["input_features"].shape[1], dtype=torch.long)
         if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
