@@ -112,7 +112,8 @@ def bbox(model_class, g, seq):
     lo, hi = pts.min(2).values, pts.max(2).values
     box = torch.cat([lo, hi], -1) if width == 4 else pts.sort(2).values.flatten(2)
     m = re.search(r"bbox \(`([^`]*)`", doc)
-    return box.float() / 1000 if m and "Float" in m.group(1) else box
+    floats = m and "Float" in m.group(1) or model_class.__name__.startswith("Udop")  # (UDOP's doc says Long)
+    return box.float() / 1000 if floats else box
 
 
 # Video towers that take their frames folded into the batch, (batch x frames, C, H, W) (X-CLIP's).

@@ -66,9 +66,10 @@ LABELS = {"causal-lm": "ids", "masked-lm": "masked", "seq2seq-lm": "ids5", "spee
           "image-classification": "class", "audio-classification": "class", "ctc": "ctc",
           "sequence-classification": "class", "token-classification": "tokclass"}
 
-# Decoder-only speech LMs listed among the seq2seq heads: their labels are their own tokens (a causal LM loss).
+# Heads whose labels are their own tokens (a causal LM loss): decoder-only speech LMs listed among the seq2seq heads,
+# ShieldGemma 2 among the image classifiers (its labels go to the Gemma 3 LM inside).
 LABELS_ARE_INPUT_IDS = {"FunAsrNanoForConditionalGeneration", "Nemotron3_5TranscribeForConditionalGeneration",
-                        "VibeVoiceForConditionalGeneration"}
+                        "VibeVoiceForConditionalGeneration", "ShieldGemma2ForImageClassification"}
 
 # Config keys, by what they size.
 _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "embedding_size", "d_embed",
@@ -225,6 +226,18 @@ OVERRIDES = {
     # HRM serialises its derived cache size (layers per stack x cycles) as num_hidden_layers: the per-stack count is
     # derived again from the shrunk one.
     "hrm_text": dict(num_layers_per_stack=None),
+    # Griffin's block pattern cycles (recurrent, recurrent, attention): its first two have no attention layer, and
+    # the cache then has none to count the sequence with.
+    "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
+    # xLSTM rounds its query/key and value widths (hidden x 0.5, x 1) up to multiples of 64, its projections do not:
+    # a hidden size where they agree.
+    "xlstm": dict(hidden_size=4 * HIDDEN, embedding_dim=4 * HIDDEN),
+    # Zamba shares one attention block among its hybrid layers (tied to the first: two needed, else the tie matches
+    # nothing); the block runs on the hidden state and the embeddings concatenated (2 x 32).
+    "zamba": dict(num_hidden_layers=3, layers_block_type=["hybrid", "linear_attention", "hybrid"],
+                  attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N),
+    # The Yes / No token ids the classifier reads (model defaults 10784 / 3771, beyond the tiny vocabulary).
+    "shieldgemma2": dict(yes_token_index=VOCAB - 10, no_token_index=VOCAB - 11),
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
@@ -768,7 +781,9 @@ def make_inputs(model_class, cfg, task, seed):
         inputs["return_loss"] = True
     kind = LABELS.get(task)
     if kind and "labels" in params:
-        if kind == "ids":
+        if model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
+            inputs["labels"] = inputs["input_ids"].clone()
+        elif kind == "ids":
             inputs["labels"] = inputs["input_ids"].clone() if "input_ids" in inputs else None
             if name == "input_ids" and isinstance(codebooks, int):  # (batch, seq, codebooks)
                 inputs["labels"] = inputs["labels"].view(BATCH, codebooks, -1).transpose(1, 2)
@@ -776,8 +791,6 @@ def make_inputs(model_class, cfg, task, seed):
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]
             inputs["labels"] = labels
-        elif kind == "ids5" and model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
-            inputs["labels"] = inputs["input_ids"].clone()
         elif kind == "ids5":
             inputs["labels"] = _ids(g, (BATCH, 5), 3, hi)
         elif kind == "class":
