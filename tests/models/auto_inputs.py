@@ -298,7 +298,7 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
 
 def by_doc_shape(model_class, cfg, name, g):
     """A required argument no rule above knows, from the shape forward's docstring gives it, where every dimension
-    is a known size: batch, sequence, hidden, channels, height/width. Masks (and long tensors) are all ones; float
+    is a known size: batch, sequence, hidden, channels, height/width, frames. Masks (and long tensors) are all ones; float
     tensors are drawn normal. None where the shape has another dimension or is not documented."""
     dims = doc_shape(model_class, name)
     if not dims:
@@ -307,7 +307,8 @@ def by_doc_shape(model_class, cfg, name, g):
     size = fit_image(size)
     hidden = _int(get(cfg, "hidden_size", "embed_dim", "d_model"), 32)
     known = {"batch_size": BATCH, "batch": BATCH, "sequence_length": SEQ, "seq_len": SEQ, "hidden_size": hidden,
-             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size}
+             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size,
+             "frames": 4}  # (codec latents: Mimi's decoder)
     if not all(d in known for d in dims):
         return None
     shape = [known[d] for d in dims]
@@ -332,6 +333,14 @@ def _mllama_vision(cfg, g):
 def _clap_features(cfg, g):
     frames = cfg.spec_size * (cfg.spec_size // cfg.num_mel_bins)
     return torch.randn(BATCH, 1, frames, cfg.num_mel_bins, generator=g)
+
+
+def _text_and_codes(cfg, g, labels=False):
+    ids = torch.randint(3, min(cfg.vocab_size, cfg.codebook_vocab_size), (BATCH, SEQ, 1 + cfg.num_codebooks), generator=g)
+    inputs = dict(input_ids=ids, attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long))
+    if labels:
+        inputs["labels"] = ids[..., 0].clone()
+    return inputs
 
 
 def _dia(cfg, g, labels=False):
@@ -396,6 +405,12 @@ CLASS_INPUTS = {
     "DiaDecoder": lambda cfg, g: dict(
         input_ids=torch.randint(3, cfg.vocab_size, (BATCH, 5, cfg.num_channels), generator=g),
         encoder_hidden_states=torch.randn(BATCH, SEQ, cfg.cross_hidden_size, generator=g)),
+    # Audio token models: a text stream and num_codebooks audio streams per step, (batch, seq, 1 + codebooks) (the
+    # LM's labels are the text); Inkling's audio tower, the codebooks alone.
+    "KyutaiSpeechToTextModel": lambda cfg, g: _text_and_codes(cfg, g),
+    "KyutaiSpeechToTextForConditionalGeneration": lambda cfg, g: _text_and_codes(cfg, g, labels=True),
+    "InklingAudioModel": lambda cfg, g: dict(
+        audio_input_ids=torch.randint(0, cfg.codebook_size, (BATCH, SEQ, cfg.num_codebooks), generator=g)),
     # Decoders that need the encoder's states: (batch, seq, hidden).
     "T5Gemma2Decoder": lambda cfg, g: dict(
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),

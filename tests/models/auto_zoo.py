@@ -135,7 +135,8 @@ OVERRIDES = {
     "bamba": dict(attn_layer_indices=[1]),
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
     # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
-    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
+    # (and 4 codebooks, not 32; the Mimi codec inside with 8 filters, not 64: 22M parameters)
+    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1, num_codebooks=4, codec_config=dict(num_filters=8)),
     "moshi": dict(ffn_dim=FFN + 1, depth_decoder_config=dict(ffn_dim=FFN + 1)),
     "moshi_depth": dict(ffn_dim=FFN + 1),
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
@@ -238,6 +239,9 @@ OVERRIDES = {
                   attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N),
     # The Yes / No token ids the classifier reads (model defaults 10784 / 3771, beyond the tiny vocabulary).
     "shieldgemma2": dict(yes_token_index=VOCAB - 10, no_token_index=VOCAB - 11),
+    # Codec decoders: SEANet's channels double from num_filters over 4 upsampling stages (64: 11M parameters).
+    "mimi_decoder": dict(num_filters=8),
+    "pocket_tts_audio_tokenizer_decoder": dict(num_filters=8),
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
