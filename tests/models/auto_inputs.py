@@ -127,7 +127,7 @@ def audio_values(cfg, g, model_class=None):
     """A waveform; (batch, channels, samples) where forward's docstring says so (codecs), the samples a multiple of
     the config's total downsampling."""
     dims = doc_shape(model_class, "input_values") if model_class is not None else None
-    ratios = get(cfg, "downsampling_ratios")
+    ratios = get(cfg, "downsampling_ratios", "patch_sizes")  # (MuseSpark's audio patches)
     n = AUDIO_SAMPLES
     if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
         hop = math.prod(ratios)
@@ -411,6 +411,11 @@ CLASS_INPUTS = {
     "KyutaiSpeechToTextForConditionalGeneration": lambda cfg, g: _text_and_codes(cfg, g, labels=True),
     "InklingAudioModel": lambda cfg, g: dict(
         audio_input_ids=torch.randint(0, cfg.codebook_size, (BATCH, SEQ, cfg.num_codebooks), generator=g)),
+    # Moshi's depth decoder: a text token then codebook tokens (one weight per position), contextualised by the main
+    # decoder's last hidden state.
+    "MoshiDepthDecoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
+        last_hidden_state=torch.randn(BATCH, SEQ, cfg.input_size, generator=g)),
     # Decoders that need the encoder's states: (batch, seq, hidden).
     "T5Gemma2Decoder": lambda cfg, g: dict(
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),

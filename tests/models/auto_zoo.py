@@ -138,7 +138,7 @@ OVERRIDES = {
     # (and 4 codebooks, not 32; the Mimi codec inside with 8 filters, not 64: 22M parameters)
     "kyutai_speech_to_text": dict(ffn_dim=FFN + 1, num_codebooks=4, codec_config=dict(num_filters=8)),
     "moshi": dict(ffn_dim=FFN + 1, depth_decoder_config=dict(ffn_dim=FFN + 1)),
-    "moshi_depth": dict(ffn_dim=FFN + 1),
+    "moshi_depth": dict(ffn_dim=FFN + 1, input_size=HIDDEN),  # (and the main decoder's width, not 4096)
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
     "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
@@ -242,6 +242,14 @@ OVERRIDES = {
     # Codec decoders: SEANet's channels double from num_filters over 4 upsampling stages (64: 11M parameters).
     "mimi_decoder": dict(num_filters=8),
     "pocket_tts_audio_tokenizer_decoder": dict(num_filters=8),
+    # Half the full-attention heads rotate (the M-RoPE axes take frequencies in pairs of pairs: 2 of 8 is too few).
+    "neomme": dict(rope_parameters=dict(full_attention=dict(partial_rotary_factor=0.5))),
+    # One stage per layer: the stage lists as long as the shrunk layer count.
+    "muse_spark_audio": dict(hidden_sizes=[16, 32], depths=[1, 1]),
+    "muse_spark": dict(audio_config=dict(hidden_sizes=[16, 32], depths=[1, 1])),
+    # Chameleon's image-token map comes from its tokenizer (None in the defaults): just the image placeholder.
+    "chameleon": dict(vocabulary_map={"<image>": VOCAB - 9},  # (and a VQ-GAN of 32-128 channels, not 128-512: 27M)
+                      vq_config=dict(base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64, num_res_blocks=1)),
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
@@ -576,7 +584,7 @@ def tiny_config(model_type):
     # shorter than the inputs.
     for c in (cfg, getattr(cfg, "text_config", None)):
         if c is not None and "sliding_attention" in (getattr(c, "layer_types", None) or []) \
-                and getattr(c, "sliding_window", 0) is None:
+                and vars(c).get("sliding_window", 0) is None:  # (vars: per-layer configs refuse the global read)
             c.sliding_window = 4
     return cfg
 
