@@ -343,6 +343,18 @@ def _text_and_codes(cfg, g, labels=False):
     return inputs
 
 
+def _perceiver_text(cfg, g):
+    ids = torch.randint(3, VOCAB, (BATCH, cfg.max_position_embeddings), generator=g)
+    labels = torch.full_like(ids, -100)
+    labels[:, 1::2] = ids[:, 1::2]
+    return dict(inputs=ids, attention_mask=torch.ones_like(ids), labels=labels)
+
+
+def _decoder(cfg, g, width):
+    return dict(input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
+                encoder_hidden_states=torch.randn(BATCH, SEQ, width, generator=g))
+
+
 def _dia(cfg, g, labels=False):
     dec = cfg.decoder_config
     inputs = dict(input_ids=torch.randint(3, cfg.encoder_config.vocab_size, (BATCH, SEQ), generator=g),
@@ -416,10 +428,19 @@ CLASS_INPUTS = {
     "MoshiDepthDecoder": lambda cfg, g: dict(
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
         last_hidden_state=torch.randn(BATCH, SEQ, cfg.input_size, generator=g)),
-    # Decoders that need the encoder's states: (batch, seq, hidden).
-    "T5Gemma2Decoder": lambda cfg, g: dict(
-        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
-        encoder_hidden_states=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
+    # Perceiver: the masked LM embeds token ids itself; the bare model takes embeddings (batch, seq, d_model).
+    "PerceiverForMaskedLM": lambda cfg, g: _perceiver_text(cfg, g),
+    "PerceiverModel": lambda cfg, g: dict(inputs=torch.randn(BATCH, SEQ, cfg.d_model, generator=g)),
+    # PE Audio: text and a waveform (batch, 1, samples) of one frame of the audio tower's DAC codec (whose ratios are
+    # a sub-config too deep for `get`).
+    "PeAudioModel": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        input_values=torch.randn(BATCH, 1, math.prod(cfg.audio_config.dac_config.downsampling_ratios), generator=g),
+        return_loss=True),
+    # Decoders that need the encoder's states: (batch, seq, hidden) (PP-FormulaNet's keeps the vision
+    # main_input_name).
+    "T5Gemma2Decoder": lambda cfg, g: _decoder(cfg, g, cfg.hidden_size),
+    "PPFormulaNetTextModel": lambda cfg, g: _decoder(cfg, g, cfg.d_model),
     # Qwen3-Omni's talker and its code predictor take embeddings only (forward refuses input_ids).
     "Qwen3OmniMoeTalkerModel": lambda cfg, g: dict(inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
     "Qwen3OmniMoeTalkerCodePredictorModel": lambda cfg, g: dict(

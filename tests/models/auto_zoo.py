@@ -250,6 +250,11 @@ OVERRIDES = {
     # Chameleon's image-token map comes from its tokenizer (None in the defaults): just the image placeholder.
     "chameleon": dict(vocabulary_map={"<image>": VOCAB - 9},  # (and a VQ-GAN of 32-128 channels, not 128-512: 27M)
                       vq_config=dict(base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64, num_res_blocks=1)),
+    # Perceiver: 8 latents 32 wide through 2 self-attention blocks (the defaults' 256 x 1280 through 26: 260M); its
+    # masked LM decodes one query per position: the text as long as max_position_embeddings (its tokenizer pads).
+    "perceiver": dict(num_latents=8, d_latents=HIDDEN, num_self_attends_per_block=LAYERS, max_position_embeddings=SEQ + 1),
+    # PE Audio's DAC encoder doubles its channels over 4 stages (32 -> 512: 6M parameters): from 8.
+    "pe_audio": dict(audio_config=dict(dac_config=dict(encoder_hidden_size=8))),
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
