@@ -355,6 +355,23 @@ def _decoder(cfg, g, width):
                 encoder_hidden_states=torch.randn(BATCH, SEQ, width, generator=g))
 
 
+def _voxtral_realtime(cfg, g, labels=False):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    frames = SEQ * cfg.audio_length_per_tok
+    inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids),
+                  input_features=torch.randn(BATCH, cfg.audio_config.num_mel_bins, frames, generator=g))
+    if labels:
+        inputs["labels"] = ids.clone()
+    return inputs
+
+
+def _semantic_codec(cfg, g, frames=5):
+    hop = math.prod(cfg.downsampling_ratios)
+    dim = cfg.semantic_model_config.feature_projection_input_dim
+    return dict(input_values=torch.randn(BATCH, 1, hop * frames, generator=g),
+                input_features=torch.randn(BATCH, frames, dim, generator=g))
+
+
 def _dia(cfg, g, labels=False):
     dec = cfg.decoder_config
     inputs = dict(input_ids=torch.randint(3, cfg.encoder_config.vocab_size, (BATCH, SEQ), generator=g),
@@ -437,6 +454,17 @@ CLASS_INPUTS = {
         input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
         input_values=torch.randn(BATCH, 1, math.prod(cfg.audio_config.dac_config.downsampling_ratios), generator=g),
         return_loss=True),
+    # Voxtral Realtime adds each audio token's embedding to a text token's: (batch, mel, frames) features of
+    # audio_length_per_tok frames per text token; the LM's labels are its tokens.
+    "VoxtralRealtimeModel": lambda cfg, g: _voxtral_realtime(cfg, g),
+    "VoxtralRealtimeForConditionalGeneration": lambda cfg, g: _voxtral_realtime(cfg, g, labels=True),
+    # A speech encoder-decoder (wav2vec2 -> BERT by default) names its waveform `inputs`.
+    "SpeechEncoderDecoderModel": lambda cfg, g: dict(
+        inputs=audio_values(cfg.encoder, g), labels=torch.randint(3, VOCAB, (BATCH, 5), generator=g)),
+    # Codecs with a semantic (wav2vec2-BERT) encoder beside the acoustic one, their outputs concatenated per frame:
+    # the features (batch, frames, 2 x 80 stacked mel bins) one per acoustic frame of the waveform.
+    "Xcodec2Model": lambda cfg, g: _semantic_codec(cfg, g),
+    "NeuCodecModel": lambda cfg, g: _semantic_codec(cfg, g),
     # Decoders that need the encoder's states: (batch, seq, hidden) (PP-FormulaNet's keeps the vision
     # main_input_name).
     "T5Gemma2Decoder": lambda cfg, g: _decoder(cfg, g, cfg.hidden_size),

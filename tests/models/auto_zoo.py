@@ -255,6 +255,16 @@ OVERRIDES = {
     "perceiver": dict(num_latents=8, d_latents=HIDDEN, num_self_attends_per_block=LAYERS, max_position_embeddings=SEQ + 1),
     # PE Audio's DAC encoder doubles its channels over 4 stages (32 -> 512: 6M parameters): from 8.
     "pe_audio": dict(audio_config=dict(dac_config=dict(encoder_hidden_size=8))),
+    # Labels are shifted right with the decoder's start and pad tokens, which only a checkpoint's config sets.
+    "speech-encoder-decoder": dict(decoder_start_token_id=2, pad_token_id=0),
+    # Semantic codecs quantize the semantic and acoustic states concatenated (2 x 1024 in the defaults): 2 x 32; the
+    # acoustic encoder doubles its channels over 5 stages (32 -> 1024: 15M parameters): from 4.
+    "xcodec2": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4),
+    "neucodec": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4),
+    # X-Codec concatenates HuBERT's frames with the acoustic encoder's (hop 320): the tiny speech convolutions' total
+    # stride 320 as well (the generic SPEECH_CONV's is 20); codes as wide as the two concatenated (2 x 32).
+    "xcodec": dict(semantic_model_config=dict(conv_stride=[16, 20], conv_kernel=[16, 20]), codebook_dim=2 * HIDDEN,
+                   acoustic_model_config=dict(encoder_hidden_size=8)),  # (its DAC encoder: 3M parameters at 32)
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
