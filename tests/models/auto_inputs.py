@@ -465,6 +465,11 @@ CLASS_INPUTS = {
     # the features (batch, frames, 2 x 80 stacked mel bins) one per acoustic frame of the waveform.
     "Xcodec2Model": lambda cfg, g: _semantic_codec(cfg, g),
     "NeuCodecModel": lambda cfg, g: _semantic_codec(cfg, g),
+    # Muse Glimmer's drafter: a block of noised embeddings denoised against the target model's hidden states (the
+    # selected layers' concatenated), as the target would hand them over.
+    "MuseGlimmerAssistantModel": lambda cfg, g: dict(
+        noise_embeds=torch.randn(BATCH, cfg.block_size, cfg.hidden_size, generator=g),
+        context_hidden_states=torch.randn(BATCH, SEQ, cfg.hidden_size * len(cfg.target_layer_ids), generator=g)),
     # Decoders that need the encoder's states: (batch, seq, hidden) (PP-FormulaNet's keeps the vision
     # main_input_name).
     "T5Gemma2Decoder": lambda cfg, g: _decoder(cfg, g, cfg.hidden_size),

@@ -265,6 +265,20 @@ OVERRIDES = {
     # stride 320 as well (the generic SPEECH_CONV's is 20); codes as wide as the two concatenated (2 x 32).
     "xcodec": dict(semantic_model_config=dict(conv_stride=[16, 20], conv_kernel=[16, 20]), codebook_dim=2 * HIDDEN,
                    acoustic_model_config=dict(encoder_hidden_size=8)),  # (its DAC encoder: 3M parameters at 32)
+    # Janus's VQ-GAN: the token grid the 32 x 32 image makes through 4 halvings (2 x 2, the defaults' 32 for 512), and
+    # 32-128 channels (not 128-512).
+    "janus_vqgan": dict(num_patches=IMAGE // 16, base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64,
+                        num_res_blocks=1, image_token_embed_dim=HIDDEN),
+    # FastSpeech 2 + HiFi-GAN: convolution widths no generic key names (predictors, postnet, conformer feed-forward:
+    # 256-1536; the vocoder's first 512 channels), and the conformers' settings the config serialises as derived dicts
+    # (4 layers, 1536 wide, which override the shrunk keys): 21M parameters.
+    "fastspeech2_conformer_with_hifigan": dict(
+        vocoder_config=dict(upsample_initial_channel=HIDDEN),
+        model_config=dict(speech_decoder_postnet_units=HIDDEN, duration_predictor_channels=HIDDEN,
+                          energy_predictor_channels=HIDDEN, pitch_predictor_channels=HIDDEN,
+                          encoder_config=dict(layers=LAYERS, linear_units=FFN),
+                          decoder_config=dict(layers=LAYERS, linear_units=FFN))),
+    "muse_glimmer_assistant": dict(block_size=4),  # (tokens drafted per block: 16)
     "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
@@ -674,7 +688,8 @@ def _ids(g, shape, low=3, high=VOCAB):
 
 
 def _vocab(cfg):
-    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None)):
+    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None),
+              getattr(cfg, "model_config", None)):  # (FastSpeech 2 with HiFi-GAN: the acoustic model's)
         v = getattr(c, "vocab_size", None) if c is not None else None
         if isinstance(v, int) and v > 3:
             return v
