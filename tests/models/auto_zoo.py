@@ -258,9 +258,10 @@ OVERRIDES = {
     # Labels are shifted right with the decoder's start and pad tokens, which only a checkpoint's config sets.
     "speech-encoder-decoder": dict(decoder_start_token_id=2, pad_token_id=0),
     # Semantic codecs quantize the semantic and acoustic states concatenated (2 x 1024 in the defaults): 2 x 32; the
-    # acoustic encoder doubles its channels over 5 stages (32 -> 1024: 15M parameters): from 4.
-    "xcodec2": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4),
-    "neucodec": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4),
+    # acoustic encoder doubles its channels over its stages (5: 32 -> 1024, 15M parameters; many small anti-aliasing
+    # ops, over 90 s on tpu): 2 stages from 4.
+    "xcodec2": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4, downsampling_ratios=[2, 4]),
+    "neucodec": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4, downsampling_ratios=[2, 4]),
     # X-Codec concatenates HuBERT's frames with the acoustic encoder's (hop 320): the tiny speech convolutions' total
     # stride 320 as well (the generic SPEECH_CONV's is 20); codes as wide as the two concatenated (2 x 32).
     "xcodec": dict(semantic_model_config=dict(conv_stride=[16, 20], conv_kernel=[16, 20]), codebook_dim=2 * HIDDEN,
@@ -544,8 +545,8 @@ def model_types():
 
 def _mrope_sections(like, half):
     """Multimodal rotary sections like the defaults' `like`, summing to `half` (half the new rotary size)."""
-    n = len(like)
-    if n == 3 and like[0] == like[1]:  # height and width interleaved pairwise (ERNIE-VL's [22, 22, 20]): equal
+    n = len(like) or 3  # (HunYuan-VL's built-in default is empty: three axes)
+    if n == 3 and like and like[0] == like[1] and half >= 3:  # height, width interleaved pairwise (ERNIE-VL)
         return [half // 3, half // 3, half - 2 * (half // 3)]
     return [half // n + (1 if i < half % n else 0) for i in range(n)]
 
@@ -558,8 +559,8 @@ def _default_mrope(cls):
     if spec is None or not spec.origin:
         return None
     with open(spec.origin) as f:
-        m = re.search(r'"mrope_section", \[([\d, ]+)\]', f.read())
-    return [int(x) for x in m.group(1).split(",")] if m else None
+        m = re.search(r'"mrope_section", \[([\d, ]*)\]', f.read())
+    return [int(x) for x in m.group(1).split(",") if x.strip()] if m else None
 
 
 def _sub_dicts(d):
@@ -580,8 +581,9 @@ def _default_mrope_sections(cls, d):
             continue
         sub = holder.get("model_type")
         own = transformers.CONFIG_MAPPING[sub] if holder is not d and sub in transformers.CONFIG_MAPPING else cls
-        default = _default_mrope(own) or _default_mrope(cls)
-        if not default:
+        default = _default_mrope(own)
+        default = _default_mrope(cls) if default is None else default
+        if default is None:
             continue
         hd = holder.get("head_dim") if isinstance(holder.get("head_dim"), int) else None
         if hd is None and isinstance(holder.get("hidden_size"), int) and isinstance(holder.get("num_attention_heads"), int):
