@@ -298,8 +298,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
 
 def by_doc_shape(model_class, cfg, name, g):
     """A required argument no rule above knows, from the shape forward's docstring gives it, where every dimension
-    is a known size: batch, sequence, hidden, channels, height/width, frames. Masks (and long tensors) are all ones; float
-    tensors are drawn normal. None where the shape has another dimension or is not documented."""
+    is a known size: batch, sequence, hidden, channels, height/width, frames. Masks (and long tensors) are all ones;
+    float tensors are drawn normal. None where the shape has another dimension or is not documented."""
     dims = doc_shape(model_class, name)
     if not dims:
         return None
@@ -330,13 +330,19 @@ def _mllama_vision(cfg, g):
                 aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))
 
 
+def _text(g):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    return dict(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+
 def _clap_features(cfg, g):
     frames = cfg.spec_size * (cfg.spec_size // cfg.num_mel_bins)
     return torch.randn(BATCH, 1, frames, cfg.num_mel_bins, generator=g)
 
 
 def _text_and_codes(cfg, g, labels=False):
-    ids = torch.randint(3, min(cfg.vocab_size, cfg.codebook_vocab_size), (BATCH, SEQ, 1 + cfg.num_codebooks), generator=g)
+    high = min(cfg.vocab_size, cfg.codebook_vocab_size)
+    ids = torch.randint(3, high, (BATCH, SEQ, 1 + cfg.num_codebooks), generator=g)
     inputs = dict(input_ids=ids, attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long))
     if labels:
         inputs["labels"] = ids[..., 0].clone()
@@ -411,13 +417,13 @@ CLASS_INPUTS = {
         chunk_sample_lengths=torch.full((BATCH,), 20 * cfg.hop_length)),
     # CLVP: text, and the voice to condition on (mel features, (batch, feature_size, frames)); a contrastive loss.
     "ClvpModelForConditionalGeneration": lambda cfg, g: dict(
-        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        **_text(g),
         input_features=torch.randn(BATCH, cfg.decoder_config.feature_size, 20, generator=g), return_loss=True),
     # CLAP's audio tower: (batch, 1, frames, mel bins), the frames its spectrogram image holds (spec_size x
     # spec_size / mel bins); the model adds text.
     "ClapAudioModel": lambda cfg, g: dict(input_features=_clap_features(cfg, g)),
     "ClapModel": lambda cfg, g: dict(
-        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        **_text(g),
         input_features=_clap_features(cfg.audio_config, g), return_loss=True),
     # Gemma 4's audio tower: its projection after two stride-2 convolutions is sized for as many mel bins as the
     # first convolution's channels (128 both), which the config does not name otherwise.
@@ -451,7 +457,7 @@ CLASS_INPUTS = {
     # PE Audio: text and a waveform (batch, 1, samples) of one frame of the audio tower's DAC codec (whose ratios are
     # a sub-config too deep for `get`).
     "PeAudioModel": lambda cfg, g: dict(
-        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+        **_text(g),
         input_values=torch.randn(BATCH, 1, math.prod(cfg.audio_config.dac_config.downsampling_ratios), generator=g),
         return_loss=True),
     # Voxtral Realtime adds each audio token's embedding to a text token's: (batch, mel, frames) features of

@@ -129,6 +129,8 @@ SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], n
                    ctc_loss_reduction="mean")
 CLVP_ENCODER = dict(hidden_size=4 * HIDDEN, projection_dim=4 * HIDDEN, num_attention_heads=2)
 CLAP_AUDIO = dict(spec_size=32, num_mel_bins=16, patch_stride=[2, 2], patch_embeds_hidden_size=HIDDEN // 8)
+QWEN4_TEXT = dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=HIDDEN // HEADS_N, indexer_budget=4,
+                  indexer_compress_ratio=2, hc_lowrank=HIDDEN)
 COMPASS_ROPE = {"full_attention": dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1])}
 OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
@@ -197,7 +199,7 @@ OVERRIDES = {
     "qwen2_5_omni_thinker": dict(vision_start_token_id=VOCAB - 9),
     "qwen3_omni_moe_thinker": dict(vision_start_token_id=VOCAB - 9),
     "qwen3_omni_moe_talker_text": dict(shared_expert_intermediate_size=FFN_MOE),
-    "dbrx": dict(attn_config=dict(rope_theta=500000.0, clip_qkv=8.0)),  # (clamp(None, None) fails: DBRX-instruct's 8)
+    "dbrx": dict(attn_config=dict(rope_theta=500000.0, clip_qkv=8.0)),  # (clip_qkv None: clamp(None, None) fails)
     "pix2struct_text_model": dict(initializer_range=0.02),
     "moonshine_streaming": dict(num_key_value_heads=HEADS_N),
     # Rotary parameters per layer type, empty in the defaults (the rotary embedding indexes them by layer type);
@@ -208,6 +210,8 @@ OVERRIDES = {
     "diffusion_gemma_text": dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
     "diffusion_gemma": dict(text_config=dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
                             canvas_length=8),  # (the block diffusion canvas: 256 tokens)
+    "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1,
+                  moe_intermediate_size=FFN_MOE),
     # Dots3: attention as dots3_note_text's; the adapters project to the text width; the convolution stem's output
     # width (the config derives it from the defaults' 480 channels: 32 x 128 mel bins / 8).
     "dots3_note": dict(text_config=dict(qk_nope_head_dim=4, qk_rope_head_dim=4),
@@ -249,10 +253,12 @@ OVERRIDES = {
     "muse_spark": dict(audio_config=dict(hidden_sizes=[16, 32], depths=[1, 1])),
     # Chameleon's image-token map comes from its tokenizer (None in the defaults): just the image placeholder.
     "chameleon": dict(vocabulary_map={"<image>": VOCAB - 9},  # (and a VQ-GAN of 32-128 channels, not 128-512: 27M)
-                      vq_config=dict(base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64, num_res_blocks=1)),
+                      vq_config=dict(base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64,
+                                     num_res_blocks=1)),
     # Perceiver: 8 latents 32 wide through 2 self-attention blocks (the defaults' 256 x 1280 through 26: 260M); its
     # masked LM decodes one query per position: the text as long as max_position_embeddings (its tokenizer pads).
-    "perceiver": dict(num_latents=8, d_latents=HIDDEN, num_self_attends_per_block=LAYERS, max_position_embeddings=SEQ + 1),
+    "perceiver": dict(num_latents=8, d_latents=HIDDEN, num_self_attends_per_block=LAYERS,
+                      max_position_embeddings=SEQ + 1),
     # PE Audio's DAC encoder doubles its channels over 4 stages (32 -> 512: 6M parameters): from 8.
     "pe_audio": dict(audio_config=dict(dac_config=dict(encoder_hidden_size=8))),
     # Labels are shifted right with the decoder's start and pad tokens, which only a checkpoint's config sets.
@@ -280,7 +286,11 @@ OVERRIDES = {
                           encoder_config=dict(layers=LAYERS, linear_units=FFN),
                           decoder_config=dict(layers=LAYERS, linear_units=FFN))),
     "muse_glimmer_assistant": dict(block_size=4),  # (tokens drafted per block: 16)
-    "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1, moe_intermediate_size=FFN_MOE),
+    # Qwen4-Exp builds its QSA token indexer on full-attention layers whatever the config, which leaves it unset: one
+    # key head, blocks of 2 keys, 4 tokens selected (short of the 7, so the selection matters); the hyper-connection
+    # mixer's rank 32, not 320.
+    "qwen4_exp_text": QWEN4_TEXT,
+    "qwen4_exp": dict(text_config=QWEN4_TEXT),
     # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
     "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
     "deepseek_ocr2": dict(text_config=dict(mlp_layer_types=["dense", "sparse"]),  # (and SAM's neck: 896 wide)
