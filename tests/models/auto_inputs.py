@@ -121,7 +121,8 @@ def bbox(model_class, g, seq):
     lo, hi = pts.min(2).values, pts.max(2).values
     box = torch.cat([lo, hi], -1) if width == 4 else pts.sort(2).values.flatten(2)
     m = re.search(r"bbox \(`([^`]*)`", doc)
-    return box.float() / 1000 if m and "Float" in m.group(1) else box
+    floats = m and "Float" in m.group(1) or model_class.__name__.startswith("Udop")  # (UDOP's doc says Long)
+    return box.float() / 1000 if floats else box
 
 
 # Video towers that take their frames folded into the batch, (batch x frames, C, H, W) (X-CLIP's).
@@ -135,7 +136,7 @@ def audio_values(cfg, g, model_class=None):
     """A waveform; (batch, channels, samples) where forward's docstring says so (codecs), the samples a multiple of
     the config's total downsampling."""
     dims = doc_shape(model_class, "input_values") if model_class is not None else None
-    ratios = get(cfg, "downsampling_ratios")
+    ratios = get(cfg, "downsampling_ratios", "patch_sizes")  # (MuseSpark's audio patches)
     n = AUDIO_SAMPLES
     if isinstance(ratios, (list, tuple)) and ratios and all(isinstance(r, int) for r in ratios):
         hop = math.prod(ratios)
@@ -180,11 +181,22 @@ def audio_features(cfg, g, model_class=None, frames=20):
                "feature_projection_input_dim", default=80)
     if model_class is not None:
         feat *= STACKED_FRAMES.get(model_class.__name__, 1)
+    feat *= _int(get(cfg, "num_stacked_frames"), 1)  # low-frame-rate stacking the config names (Fun-ASR)
     dims = doc_shape(model_class, "input_features") if model_class is not None else None
     if dims and len(dims) == 3 and any(w in dims[1] for w in ("mel", "feature", "channel")) \
             or model_class is not None and (model_class.__name__ in FEATURES_FIRST or _conv1d_first(model_class)):
         return torch.randn(BATCH, feat, frames, generator=g)
     return torch.randn(BATCH, frames, feat, generator=g)
+
+
+def used_unguarded(model_class, name):
+    """Whether forward dereferences the optional argument `name` without a None check (AudioFlamingo3's encoder:
+    `input_features_mask.sum(-1)`): required in fact."""
+    try:
+        src = inspect.getsource(model_class.forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"\b{name}\.\w+\(", src) is not None and not re.search(rf"\b{name} is (not )?None", src)
 
 
 def required(model_class):
@@ -278,6 +290,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
         elif n == "visual_feats":  # LXMERT: region features and their boxes
             inputs[n] = torch.randn(BATCH, 5, _int(get(cfg, "visual_feat_dim"), 32), generator=g)
             inputs["visual_pos"] = torch.rand(BATCH, 5, _int(get(cfg, "visual_pos_dim"), 4), generator=g)
+        elif n == "inputs_embeds":  # a tower fed embeddings only (BLT's global transformer)
+            inputs[n] = torch.randn(BATCH, SEQ, _int(get(cfg, "hidden_size"), 32), generator=g)
         elif n == "hidden_states":
             dim = get(cfg, "input_dim", "input_size", "in_channels", "hidden_size", default=32)
             if isinstance(dim, int):
@@ -293,8 +307,8 @@ def fill_required(model_class, cfg, inputs, g, hi=VOCAB, extra=()):
 
 def by_doc_shape(model_class, cfg, name, g):
     """A required argument no rule above knows, from the shape forward's docstring gives it, where every dimension
-    is a known size: batch, sequence, hidden, channels, height/width. Masks (and long tensors) are all ones; float
-    tensors are drawn normal. None where the shape has another dimension or is not documented."""
+    is a known size: batch, sequence, hidden, channels, height/width, frames. Masks (and long tensors) are all ones;
+    float tensors are drawn normal. None where the shape has another dimension or is not documented."""
     dims = doc_shape(model_class, name)
     if not dims:
         return None
@@ -302,7 +316,8 @@ def by_doc_shape(model_class, cfg, name, g):
     size = fit_image(size)
     hidden = _int(get(cfg, "hidden_size", "embed_dim", "d_model"), 32)
     known = {"batch_size": BATCH, "batch": BATCH, "sequence_length": SEQ, "seq_len": SEQ, "hidden_size": hidden,
-             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size}
+             "embed_dim": hidden, "num_channels": channels(cfg), "height": size, "width": size, "image_size": size,
+             "frames": 4}  # (codec latents: Mimi's decoder)
     if not all(d in known for d in dims):
         return None
     shape = [known[d] for d in dims]
@@ -324,6 +339,64 @@ def _mllama_vision(cfg, g):
                 aspect_ratio_mask=torch.ones(BATCH, 1, tiles, dtype=torch.long))
 
 
+def _text(g):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    return dict(input_ids=ids, attention_mask=torch.ones_like(ids))
+
+
+def _clap_features(cfg, g):
+    frames = cfg.spec_size * (cfg.spec_size // cfg.num_mel_bins)
+    return torch.randn(BATCH, 1, frames, cfg.num_mel_bins, generator=g)
+
+
+def _text_and_codes(cfg, g, labels=False):
+    high = min(cfg.vocab_size, cfg.codebook_vocab_size)
+    ids = torch.randint(3, high, (BATCH, SEQ, 1 + cfg.num_codebooks), generator=g)
+    inputs = dict(input_ids=ids, attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long))
+    if labels:
+        inputs["labels"] = ids[..., 0].clone()
+    return inputs
+
+
+def _perceiver_text(cfg, g):
+    ids = torch.randint(3, VOCAB, (BATCH, cfg.max_position_embeddings), generator=g)
+    labels = torch.full_like(ids, -100)
+    labels[:, 1::2] = ids[:, 1::2]
+    return dict(inputs=ids, attention_mask=torch.ones_like(ids), labels=labels)
+
+
+def _decoder(cfg, g, width):
+    return dict(input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
+                encoder_hidden_states=torch.randn(BATCH, SEQ, width, generator=g))
+
+
+def _voxtral_realtime(cfg, g, labels=False):
+    ids = torch.randint(3, VOCAB, (BATCH, SEQ), generator=g)
+    frames = SEQ * cfg.audio_length_per_tok
+    inputs = dict(input_ids=ids, attention_mask=torch.ones_like(ids),
+                  input_features=torch.randn(BATCH, cfg.audio_config.num_mel_bins, frames, generator=g))
+    if labels:
+        inputs["labels"] = ids.clone()
+    return inputs
+
+
+def _semantic_codec(cfg, g, frames=5):
+    hop = math.prod(cfg.downsampling_ratios)
+    dim = cfg.semantic_model_config.feature_projection_input_dim
+    return dict(input_values=torch.randn(BATCH, 1, hop * frames, generator=g),
+                input_features=torch.randn(BATCH, frames, dim, generator=g))
+
+
+def _dia(cfg, g, labels=False):
+    dec = cfg.decoder_config
+    inputs = dict(input_ids=torch.randint(3, cfg.encoder_config.vocab_size, (BATCH, SEQ), generator=g),
+                  attention_mask=torch.ones(BATCH, SEQ, dtype=torch.long),
+                  decoder_input_ids=torch.randint(3, dec.vocab_size, (BATCH, 5, dec.num_channels), generator=g))
+    if labels:
+        inputs["labels"] = torch.randint(3, dec.vocab_size, (BATCH * dec.num_channels, 5), generator=g)
+    return inputs
+
+
 # The few classes whose forward no name rule can feed (kept small: a generic rule first wherever one works).
 CLASS_INPUTS = {
     # Acoustic tokenizer halves: the encoder takes the waveform (batch, 1, samples) as hidden_states, the decoder
@@ -341,4 +414,86 @@ CLASS_INPUTS = {
     "Blip2QFormerModel": lambda cfg, g: dict(
         query_embeds=torch.randn(BATCH, 4, _int(get(cfg, "hidden_size"), 32), generator=g),
         encoder_hidden_states=torch.randn(BATCH, SEQ, _int(get(cfg, "encoder_hidden_size"), 32), generator=g)),
+    # text / audio types (nbb)
+    # BLT's byte encoder and decoder (inside BltModel): tokens grouped into patches of 4, and the global model's
+    # patch states the decoder cross-attends to.
+    "BltLocalEncoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g), num_patches=-(-SEQ // 4),
+        patch_ids=(torch.arange(SEQ) // 4).expand(BATCH, -1)),
+    "BltLocalDecoder": lambda cfg, g: dict(
+        inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g),
+        patch_embeds=torch.randn(BATCH, -(-SEQ // 4), cfg.hidden_size_global, generator=g)),
+    # Mel chunks (chunks, mel bins, frames) and each chunk's length in waveform samples.
+    "Dots3NoteAudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, cfg.feature_size, 20, generator=g),
+        chunk_sample_lengths=torch.full((BATCH,), 20 * cfg.hop_length)),
+    # CLVP: text, and the voice to condition on (mel features, (batch, feature_size, frames)); a contrastive loss.
+    "ClvpModelForConditionalGeneration": lambda cfg, g: dict(
+        **_text(g),
+        input_features=torch.randn(BATCH, cfg.decoder_config.feature_size, 20, generator=g), return_loss=True),
+    # CLAP's audio tower: (batch, 1, frames, mel bins), the frames its spectrogram image holds (spec_size x
+    # spec_size / mel bins); the model adds text.
+    "ClapAudioModel": lambda cfg, g: dict(input_features=_clap_features(cfg, g)),
+    "ClapModel": lambda cfg, g: dict(
+        **_text(g),
+        input_features=_clap_features(cfg.audio_config, g), return_loss=True),
+    # Gemma 4's audio tower: its projection after two stride-2 convolutions is sized for as many mel bins as the
+    # first convolution's channels (128 both), which the config does not name otherwise.
+    "Gemma4AudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, 20, cfg.subsampling_conv_channels[0], generator=g),
+        attention_mask=torch.ones(BATCH, 20, dtype=torch.long)),
+    # Frames a whole number of the subsampling factor's groups, (batch, frames, mel bins).
+    "Nemotron3_5TranscribeAudioModel": lambda cfg, g: dict(
+        input_features=torch.randn(BATCH, 3 * cfg.subsampling_factor, get(cfg, "num_mel_bins"), generator=g)),
+    # Dia: text bytes in, audio codes (batch, frames, channels) out (its 2-D (batch x channels, frames) path views a
+    # transposed tensor and fails), labels (batch x channels, frames); its decoder cross-attends to the encoder.
+    "DiaModel": lambda cfg, g: _dia(cfg, g),
+    "DiaForConditionalGeneration": lambda cfg, g: _dia(cfg, g, labels=True),
+    "DiaDecoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, cfg.vocab_size, (BATCH, 5, cfg.num_channels), generator=g),
+        encoder_hidden_states=torch.randn(BATCH, SEQ, cfg.cross_hidden_size, generator=g)),
+    # Audio token models: a text stream and num_codebooks audio streams per step, (batch, seq, 1 + codebooks) (the
+    # LM's labels are the text); Inkling's audio tower, the codebooks alone.
+    "KyutaiSpeechToTextModel": lambda cfg, g: _text_and_codes(cfg, g),
+    "KyutaiSpeechToTextForConditionalGeneration": lambda cfg, g: _text_and_codes(cfg, g, labels=True),
+    "InklingAudioModel": lambda cfg, g: dict(
+        audio_input_ids=torch.randint(0, cfg.codebook_size, (BATCH, SEQ, cfg.num_codebooks), generator=g)),
+    # Moshi's depth decoder: a text token then codebook tokens (one weight per position), contextualised by the main
+    # decoder's last hidden state.
+    "MoshiDepthDecoder": lambda cfg, g: dict(
+        input_ids=torch.randint(3, VOCAB, (BATCH, SEQ), generator=g),
+        last_hidden_state=torch.randn(BATCH, SEQ, cfg.input_size, generator=g)),
+    # Perceiver: the masked LM embeds token ids itself; the bare model takes embeddings (batch, seq, d_model).
+    "PerceiverForMaskedLM": lambda cfg, g: _perceiver_text(cfg, g),
+    "PerceiverModel": lambda cfg, g: dict(inputs=torch.randn(BATCH, SEQ, cfg.d_model, generator=g)),
+    # PE Audio: text and a waveform (batch, 1, samples) of one frame of the audio tower's DAC codec (whose ratios are
+    # a sub-config too deep for `get`).
+    "PeAudioModel": lambda cfg, g: dict(
+        **_text(g),
+        input_values=torch.randn(BATCH, 1, math.prod(cfg.audio_config.dac_config.downsampling_ratios), generator=g),
+        return_loss=True),
+    # Voxtral Realtime adds each audio token's embedding to a text token's: (batch, mel, frames) features of
+    # audio_length_per_tok frames per text token; the LM's labels are its tokens.
+    "VoxtralRealtimeModel": lambda cfg, g: _voxtral_realtime(cfg, g),
+    "VoxtralRealtimeForConditionalGeneration": lambda cfg, g: _voxtral_realtime(cfg, g, labels=True),
+    # A speech encoder-decoder (wav2vec2 -> BERT by default) names its waveform `inputs`.
+    "SpeechEncoderDecoderModel": lambda cfg, g: dict(
+        inputs=audio_values(cfg.encoder, g), labels=torch.randint(3, VOCAB, (BATCH, 5), generator=g)),
+    # Codecs with a semantic (wav2vec2-BERT) encoder beside the acoustic one, their outputs concatenated per frame:
+    # the features (batch, frames, 2 x 80 stacked mel bins) one per acoustic frame of the waveform.
+    "Xcodec2Model": lambda cfg, g: _semantic_codec(cfg, g),
+    "NeuCodecModel": lambda cfg, g: _semantic_codec(cfg, g),
+    # Muse Glimmer's drafter: a block of noised embeddings denoised against the target model's hidden states (the
+    # selected layers' concatenated), as the target would hand them over.
+    "MuseGlimmerAssistantModel": lambda cfg, g: dict(
+        noise_embeds=torch.randn(BATCH, cfg.block_size, cfg.hidden_size, generator=g),
+        context_hidden_states=torch.randn(BATCH, SEQ, cfg.hidden_size * len(cfg.target_layer_ids), generator=g)),
+    # Decoders that need the encoder's states: (batch, seq, hidden) (PP-FormulaNet's keeps the vision
+    # main_input_name).
+    "T5Gemma2Decoder": lambda cfg, g: _decoder(cfg, g, cfg.hidden_size),
+    "PPFormulaNetTextModel": lambda cfg, g: _decoder(cfg, g, cfg.d_model),
+    # Qwen3-Omni's talker and its code predictor take embeddings only (forward refuses input_ids).
+    "Qwen3OmniMoeTalkerModel": lambda cfg, g: dict(inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
+    "Qwen3OmniMoeTalkerCodePredictorModel": lambda cfg, g: dict(
+        inputs_embeds=torch.randn(BATCH, SEQ, cfg.hidden_size, generator=g)),
 }

@@ -29,6 +29,7 @@ import dataclasses
 import functools
 import inspect
 import math
+import re
 
 import torch
 
@@ -69,9 +70,10 @@ LABELS = {"causal-lm": "ids", "masked-lm": "masked", "seq2seq-lm": "ids5", "spee
           "image-classification": "class", "audio-classification": "class", "ctc": "ctc",
           "sequence-classification": "class", "token-classification": "tokclass"}
 
-# Decoder-only speech LMs listed among the seq2seq heads: their labels are their own tokens (a causal LM loss).
+# Heads whose labels are their own tokens (a causal LM loss): decoder-only speech LMs listed among the seq2seq heads,
+# ShieldGemma 2 among the image classifiers (its labels go to the Gemma 3 LM inside).
 LABELS_ARE_INPUT_IDS = {"FunAsrNanoForConditionalGeneration", "Nemotron3_5TranscribeForConditionalGeneration",
-                        "VibeVoiceForConditionalGeneration"}
+                        "VibeVoiceForConditionalGeneration", "ShieldGemma2ForImageClassification"}
 
 # Config keys, by what they size.
 _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "embedding_size", "d_embed",
@@ -81,7 +83,8 @@ _HIDDEN_KEYS = {"hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "
                 "kv_lora_rank", "q_lora_rank", "hidden_dim_size", "output_hidden_size", "adapter_hidden_size",
                 "fusion_hidden_size", "neck_hidden_size", "backbone_hidden_size", "mm_hidden_size",
                 "projector_hidden_size", "text_embed_dim", "vision_embed_dim", "reassemble_hidden_size",
-                "attention_hidden_size", "visual_feat_dim", "hidden_size_per_layer_input", "out_hidden_size"}
+                "attention_hidden_size", "visual_feat_dim", "hidden_size_per_layer_input", "out_hidden_size",
+                "hidden_size_global"}
 _LAYER_KEYS = {"num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
                "num_decoder_layers", "num_encoder_layers", "depth", "decoder_num_hidden_layers",
                "num_text_layers", "num_vision_layers", "text_layers", "vision_layers", "num_blocks",
@@ -128,14 +131,20 @@ SSM_CHUNK = 4
 SPEECH_CONV = dict(conv_dim=[16, 16], conv_stride=[5, 4], conv_kernel=[10, 8], num_conv_pos_embeddings=16,
                    num_conv_pos_embedding_groups=2, num_feat_extract_layers=2, mask_time_prob=0.0,
                    ctc_loss_reduction="mean")
+CLVP_ENCODER = dict(hidden_size=4 * HIDDEN, projection_dim=4 * HIDDEN, num_attention_heads=2)
+CLAP_AUDIO = dict(spec_size=32, num_mel_bins=16, patch_stride=[2, 2], patch_embeds_hidden_size=HIDDEN // 8)
+QWEN4_TEXT = dict(indexer_n_heads=2, indexer_kv_heads=1, indexer_head_dim=HIDDEN // HEADS_N, indexer_budget=4,
+                  indexer_compress_ratio=2, hc_lowrank=HIDDEN)
+COMPASS_ROPE = {"full_attention": dict(rope_type="default", rope_theta=10000.0, mrope_section=[2, 1, 1])}
 OVERRIDES = {
     # Defaults have no attention layer at all, and a Mamba-only cache breaks transformers' own forward on CPU.
     "bamba": dict(attn_layer_indices=[1]),
     "granitemoehybrid": dict(layer_types=["attention", "mamba"]),  # the same (all-Mamba defaults)
     # Validators that want an even feed-forward size (the generic 37 is odd on purpose).
-    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1),
+    # (and 4 codebooks, not 32; the Mimi codec inside with 8 filters, not 64: 22M parameters)
+    "kyutai_speech_to_text": dict(ffn_dim=FFN + 1, num_codebooks=4, codec_config=dict(num_filters=8)),
     "moshi": dict(ffn_dim=FFN + 1, depth_decoder_config=dict(ffn_dim=FFN + 1)),
-    "moshi_depth": dict(ffn_dim=FFN + 1),
+    "moshi_depth": dict(ffn_dim=FFN + 1, input_size=HIDDEN),  # (and the main decoder's width, not 4096)
     # Defaults with no vocabulary (ESM's come from its tokenizer) or no layer pattern at all.
     "esm": dict(vocab_size=VOCAB, pad_token_id=1, mask_token_id=2),
     "lfm2_moe": dict(layer_types=["conv", "full_attention"]),
@@ -201,6 +210,118 @@ OVERRIDES = {
     "superglue": dict(keypoint_detector_config=dict(descriptor_decoder_dim=HIDDEN)),
     # One expert (a dense MoE block) still runs CPU's grouped_mm: 16-byte strides.
     "hunyuan_v1_moe": dict(intermediate_size=FFN_MOE),
+    # text / audio types (nbb)
+    # Sub-configs that read dropout_rate, which only the parent T5Gemma2Config writes into them.
+    "t5gemma2_decoder": dict(dropout_rate=0.0),
+    "t5gemma2_encoder": dict(text_config=dict(dropout_rate=0.0)),
+    "t5gemma2_text": dict(dropout_rate=0.0),
+    # Fields the model reads but the config class does not define (checkpoints' config.json carry them).
+    "qwen2_5_omni_thinker": dict(vision_start_token_id=VOCAB - 9),
+    "qwen3_omni_moe_thinker": dict(vision_start_token_id=VOCAB - 9),
+    "qwen3_omni_moe_talker_text": dict(shared_expert_intermediate_size=FFN_MOE),
+    "dbrx": dict(attn_config=dict(rope_theta=500000.0, clip_qkv=8.0)),  # (clip_qkv None: clamp(None, None) fails)
+    "pix2struct_text_model": dict(initializer_range=0.02),
+    "moonshine_streaming": dict(num_key_value_heads=HEADS_N),
+    # Rotary parameters per layer type, empty in the defaults (the rotary embedding indexes them by layer type);
+    # sections summing to half the head size.
+    "cohere_compass_text": dict(rope_parameters=COMPASS_ROPE),
+    "cohere_compass": dict(text_config=dict(rope_parameters=COMPASS_ROPE)),
+    # MoE layers, but no expert count, top-k or expert width in the defaults (their checkpoints' config.json have them).
+    "diffusion_gemma_text": dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
+    "diffusion_gemma": dict(text_config=dict(num_experts=EXPERTS, top_k_experts=TOPK, moe_intermediate_size=FFN_MOE),
+                            canvas_length=8),  # (the block diffusion canvas: 256 tokens)
+    "dots1": dict(n_routed_experts=EXPERTS, num_experts_per_tok=TOPK, n_shared_experts=1,
+                  moe_intermediate_size=FFN_MOE),
+    # Dots3: attention as dots3_note_text's; the adapters project to the text width; the convolution stem's output
+    # width (the config derives it from the defaults' 480 channels: 32 x 128 mel bins / 8).
+    "dots3_note": dict(text_config=dict(qk_nope_head_dim=4, qk_rope_head_dim=4),
+                       vision_config=dict(adapter_out_dim=HIDDEN),
+                       audio_config=dict(adapter_out_dim=HIDDEN, conv_output_size=HIDDEN * 16)),
+    "dots3_note_audio_encoder": dict(adapter_out_dim=HIDDEN, conv_output_size=HIDDEN * 16),
+    # CLVP's rotary size is max(projection_dim / (2 x heads), 32): heads 64 wide, of which 32 rotate (as the defaults).
+    "clvp_encoder": CLVP_ENCODER,
+    "clvp": dict(text_config=CLVP_ENCODER, speech_config=CLVP_ENCODER),
+    # CLAP's audio Swin: a 32 x 32 spectrogram image (16 mel bins x 64 frames folded twice), the patch stride the
+    # patch size (the Swin rule's 2), and the hidden size the last of 4 stages' widths (the first's x 8), as in the
+    # defaults.
+    "clap_audio_model": CLAP_AUDIO,
+    "clap": dict(audio_config=CLAP_AUDIO),
+    # One transcription layer and one timestamp layer (the defaults' 50 and 20).
+    "fun_asr_nano_encoder": dict(num_timestamp_prediction_layers=1),
+    # HRM serialises its derived cache size (layers per stack x cycles) as num_hidden_layers: the per-stack count is
+    # derived again from the shrunk one.
+    "hrm_text": dict(num_layers_per_stack=None),
+    # Griffin's block pattern cycles (recurrent, recurrent, attention): its first two have no attention layer, and
+    # the cache then has none to count the sequence with.
+    "recurrent_gemma": dict(block_types=["recurrent", "attention"]),
+    # xLSTM rounds its query/key and value widths (hidden x 0.5, x 1) up to multiples of 64, its projections do not:
+    # a hidden size where they agree.
+    "xlstm": dict(hidden_size=4 * HIDDEN, embedding_dim=4 * HIDDEN),
+    # Zamba shares one attention block among its hybrid layers (tied to the first: two needed, else the tie matches
+    # nothing); the block runs on the hidden state and the embeddings concatenated (2 x 32).
+    "zamba": dict(num_hidden_layers=3, layers_block_type=["hybrid", "linear_attention", "hybrid"],
+                  attention_hidden_size=2 * HIDDEN, attention_head_dim=2 * HIDDEN // HEADS_N),
+    # The Yes / No token ids the classifier reads (model defaults 10784 / 3771, beyond the tiny vocabulary).
+    "shieldgemma2": dict(yes_token_index=VOCAB - 10, no_token_index=VOCAB - 11),
+    # Codec decoders: SEANet's channels double from num_filters over 4 upsampling stages (64: 11M parameters).
+    "mimi_decoder": dict(num_filters=8),
+    "pocket_tts_audio_tokenizer_decoder": dict(num_filters=8),
+    # Half the full-attention heads rotate (the M-RoPE axes take frequencies in pairs of pairs: 2 of 8 is too few).
+    "neomme": dict(rope_parameters=dict(full_attention=dict(partial_rotary_factor=0.5))),
+    # One stage per layer: the stage lists as long as the shrunk layer count.
+    "muse_spark_audio": dict(hidden_sizes=[16, 32], depths=[1, 1]),
+    "muse_spark": dict(audio_config=dict(hidden_sizes=[16, 32], depths=[1, 1])),
+    # Chameleon's image-token map comes from its tokenizer (None in the defaults): just the image placeholder.
+    "chameleon": dict(vocabulary_map={"<image>": VOCAB - 9},  # (and a VQ-GAN of 32-128 channels, not 128-512: 27M)
+                      vq_config=dict(base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64,
+                                     num_res_blocks=1)),
+    # Perceiver: 8 latents 32 wide through 2 self-attention blocks (the defaults' 256 x 1280 through 26: 260M); its
+    # masked LM decodes one query per position: the text as long as max_position_embeddings (its tokenizer pads).
+    "perceiver": dict(num_latents=8, d_latents=HIDDEN, num_self_attends_per_block=LAYERS,
+                      max_position_embeddings=SEQ + 1),
+    # PE Audio's DAC encoder doubles its channels over 4 stages (32 -> 512: 6M parameters): from 8.
+    "pe_audio": dict(audio_config=dict(dac_config=dict(encoder_hidden_size=8))),
+    # Labels are shifted right with the decoder's start and pad tokens, which only a checkpoint's config sets.
+    "speech-encoder-decoder": dict(decoder_start_token_id=2, pad_token_id=0),
+    # Semantic codecs quantize the semantic and acoustic states concatenated (2 x 1024 in the defaults): 2 x 32; the
+    # acoustic encoder doubles its channels over its stages (5: 32 -> 1024, 15M parameters; many small anti-aliasing
+    # ops, over 90 s on tpu): 2 stages from 4.
+    "xcodec2": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4, downsampling_ratios=[2, 4]),
+    "neucodec": dict(quantization_dim=2 * HIDDEN, encoder_hidden_size=4, downsampling_ratios=[2, 4]),
+    # X-Codec concatenates HuBERT's frames with the acoustic encoder's (hop 320): the tiny speech convolutions' total
+    # stride 320 as well (the generic SPEECH_CONV's is 20); codes as wide as the two concatenated (2 x 32).
+    "xcodec": dict(semantic_model_config=dict(conv_stride=[16, 20], conv_kernel=[16, 20]), codebook_dim=2 * HIDDEN,
+                   acoustic_model_config=dict(encoder_hidden_size=8)),  # (its DAC encoder: 3M parameters at 32)
+    # Janus's VQ-GAN: the token grid the 32 x 32 image makes through 4 halvings (2 x 2, the defaults' 32 for 512), and
+    # 32-128 channels (not 128-512).
+    "janus_vqgan": dict(num_patches=IMAGE // 16, base_channels=HIDDEN, latent_channels=HIDDEN, num_embeddings=64,
+                        num_res_blocks=1, image_token_embed_dim=HIDDEN),
+    # FastSpeech 2 + HiFi-GAN: convolution widths no generic key names (predictors, postnet, conformer feed-forward:
+    # 256-1536; the vocoder's first 512 channels), and the conformers' settings the config serialises as derived dicts
+    # (4 layers, 1536 wide, which override the shrunk keys): 21M parameters.
+    "fastspeech2_conformer_with_hifigan": dict(
+        vocoder_config=dict(upsample_initial_channel=HIDDEN),
+        model_config=dict(speech_decoder_postnet_units=HIDDEN, duration_predictor_channels=HIDDEN,
+                          energy_predictor_channels=HIDDEN, pitch_predictor_channels=HIDDEN,
+                          encoder_config=dict(layers=LAYERS, linear_units=FFN),
+                          decoder_config=dict(layers=LAYERS, linear_units=FFN))),
+    "muse_glimmer_assistant": dict(block_size=4),  # (tokens drafted per block: 16)
+    # Qwen4-Exp builds its QSA token indexer on full-attention layers whatever the config, which leaves it unset: one
+    # key head, blocks of 2 keys, 4 tokens selected (short of the 7, so the selection matters); the hyper-connection
+    # mixer's rank 32, not 320.
+    "qwen4_exp_text": QWEN4_TEXT,
+    "qwen4_exp": dict(text_config=QWEN4_TEXT),
+    # No MLP layer pattern in the defaults (indexed per layer): a dense layer and an MoE one.
+    "deepseek_ocr2_text": dict(mlp_layer_types=["dense", "sparse"]),
+    "deepseek_ocr2": dict(text_config=dict(mlp_layer_types=["dense", "sparse"]),  # (and SAM's neck: 896 wide)
+                          vision_config=dict(sam_config=dict(downsample_channels=[HIDDEN, HIDDEN]))),
+    # No cache: RWKV writes its recurrent state in place (backward then fails); BLT's cache needs
+    # num_hidden_layers, which BltConfig lacks.
+    "rwkv": dict(use_cache=False),
+    "blt": dict(use_cache=False, encoder_hash_byte_group_vocab=VOCAB),  # (hash embeddings: 6 x 500002 rows)
+    # EfficientNet's convolutions at tiny widths shrink activations ~0.02 x sqrt(fan-in) each (eval batch norm does not
+    # renormalise): at the default init the pooled image vanishes to 1e-30 and its normalised embedding is inf.
+    "align": dict(vision_config=dict(initializer_range=0.4)),
 }
 
 
@@ -221,6 +342,9 @@ def _shrink_list(key, v, old_layers, new_layers):
         return [min(x, 2 ** min(i, 2)) for i, x in enumerate(v)]
     if key in _STAGE_DEPTH_LIST_KEYS and ints:
         return [min(x, 1) for x in v]
+    if (key in _FFN_KEYS or key.endswith("_intermediate_size")) and ints:  # per layer (Gemma 3n) or per modality
+        per_layer = old_layers and len(v) == old_layers
+        return [min(x, FFN_MOE if "moe" in key else FFN) for x in (v[:new_layers] if per_layer else v)]
     if old_layers and len(v) == old_layers and new_layers < old_layers:
         kept = list(v[:new_layers])
         if all(isinstance(x, str) for x in v):
@@ -438,8 +562,7 @@ def _tie_widths(d, out):
             if hd is None and isinstance(out.get("hidden_size"), int) and isinstance(out.get("num_attention_heads"), int):
                 hd = out["hidden_size"] // out["num_attention_heads"]
             if hd:
-                n, half = len(holder["mrope_section"]), hd // 2
-                holder["mrope_section"] = [half // n + (1 if i < half % n else 0) for i in range(n)]
+                holder["mrope_section"] = _mrope_sections(holder["mrope_section"], hd // 2)
     # HGNet stages (RT-DETR-family and PP-OCR backbones): the channels each stage makes are the widths the backbone
     # reports (hidden_sizes, which the necks are sized from); each stage takes the previous one's, the first the
     # stem's (its first entry the image's channels); a block of two layers, one block a stage.
@@ -469,14 +592,24 @@ def model_types():
     return sorted(configuration_auto.CONFIG_MAPPING_NAMES)
 
 
+def _mrope_sections(like, half):
+    """Multimodal rotary sections like the defaults' `like`, summing to `half` (half the new rotary size)."""
+    n = len(like) or 3  # (HunYuan-VL's built-in default is empty: three axes)
+    if n == 3 and like and like[0] == like[1] and half >= 3:  # height, width interleaved pairwise (ERNIE-VL)
+        return [half // 3, half // 3, half - 2 * (half // 3)]
+    return [half // n + (1 if i < half % n else 0) for i in range(n)]
+
+
 @functools.lru_cache(maxsize=None)
-def _uses_default_mrope(cls):
+def _default_mrope(cls):
+    """The built-in mrope_section the config's modeling module falls back to, or None."""
     import importlib.util
     spec = importlib.util.find_spec(cls.__module__.replace(".configuration_", ".modeling_"))
     if spec is None or not spec.origin:
-        return False
+        return None
     with open(spec.origin) as f:
-        return '"mrope_section", [' in f.read()
+        m = re.search(r'"mrope_section", \[([\d, ]*)\]', f.read())
+    return [int(x) for x in m.group(1).split(",") if x.strip()] if m else None
 
 
 def _sub_dicts(d):
@@ -493,18 +626,28 @@ def _default_mrope_sections(cls, d):
     summing to half the shrunk rotary size, written into each rope_parameters that lacks them."""
     for holder in _sub_dicts(d):
         rope = holder.get("rope_parameters")
-        if not isinstance(rope, dict) or rope.get("mrope_section"):
+        if not rope or not isinstance(rope, dict) or rope.get("mrope_section"):  # empty: per-layer-type, unfilled
             continue
         sub = holder.get("model_type")
         own = transformers.CONFIG_MAPPING[sub] if holder is not d and sub in transformers.CONFIG_MAPPING else cls
-        if not (_uses_default_mrope(own) or _uses_default_mrope(cls)):
+        default = _default_mrope(own)
+        default = _default_mrope(cls) if default is None else default
+        if default is None:
             continue
         hd = holder.get("head_dim") if isinstance(holder.get("head_dim"), int) else None
         if hd is None and isinstance(holder.get("hidden_size"), int) and isinstance(holder.get("num_attention_heads"), int):
             hd = holder["hidden_size"] // holder["num_attention_heads"]
         if hd:
-            half = int(hd * rope.get("partial_rotary_factor", 1.0)) // 2
-            rope["mrope_section"] = [half // 3 + (1 if i < half % 3 else 0) for i in range(3)]
+            rope["mrope_section"] = _mrope_sections(default, int(hd * rope.get("partial_rotary_factor", 1.0)) // 2)
+
+
+def _merge(d, overrides):
+    """Overrides applied to d in place; a dict merges into the sub-config's dict, at any depth."""
+    for k, v in overrides.items():
+        if isinstance(v, dict) and isinstance(d.get(k), dict):
+            _merge(d[k], v)
+        else:
+            d[k] = v
 
 
 def _drop_derived(cls, d, default):
@@ -539,8 +682,7 @@ def tiny_config(model_type):
     d = shrink(default)
     _drop_derived(cls, d, default)
     _default_mrope_sections(cls, d)
-    for k, v in OVERRIDES.get(model_type, {}).items():  # a dict merges into the sub-config's dict
-        d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
+    _merge(d, OVERRIDES.get(model_type, {}))
     for k in _DROP:
         d.pop(k, None)
     d.pop("model_type", None)
@@ -550,7 +692,7 @@ def tiny_config(model_type):
     # shorter than the inputs.
     for c in (cfg, getattr(cfg, "text_config", None)):
         if c is not None and "sliding_attention" in (getattr(c, "layer_types", None) or []) \
-                and getattr(c, "sliding_window", 0) is None:
+                and vars(c).get("sliding_window", 0) is None:  # (vars: per-layer configs refuse the global read)
             c.sliding_window = 4
     return cfg
 
@@ -625,7 +767,8 @@ def _ids(g, shape, low=3, high=VOCAB):
 
 
 def _vocab(cfg):
-    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None)):
+    for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "decoder", None),
+              getattr(cfg, "model_config", None)):  # (FastSpeech 2 with HiFi-GAN: the acoustic model's)
         v = getattr(c, "vocab_size", None) if c is not None else None
         if isinstance(v, int) and v > 3:
             return v
@@ -693,10 +836,15 @@ def make_inputs(model_class, cfg, task, seed):
             inputs = dict(input_values=auto_inputs.audio_values(cfg, g, model_class))
     elif name == "input_features":
         inputs = dict(input_features=auto_inputs.audio_features(cfg, g, model_class))
+        if "input_features_mask" in params and auto_inputs.used_unguarded(model_class, "input_features_mask"):
+            auto_inputs.fill_required(model_class, cfg, inputs, g, hi, extra=["input_features_mask"])
         if "attention_mask" in params and inputs["input_features"].shape[1] != _get(cfg, "num_mel_bins"):
             inputs["attention_mask"] = torch.ones(BATCH, inputs["input_features"].shape[1], dtype=torch.long)
         if cfg.is_encoder_decoder and task is None and "decoder_input_ids" in params:
             inputs["decoder_input_ids"] = _ids(g, (BATCH, 5), 3, hi)
+        if "feature_lens" in params:  # Qwen-Omni audio towers: the batch's frames concatenated, (mel, frames)
+            f = inputs["input_features"]
+            inputs = dict(input_features=f.flatten(0, 1).T.contiguous(), feature_lens=torch.full((BATCH,), f.shape[1]))
     elif name == "inputs_embeds":
         inputs = dict(inputs_embeds=torch.randn(BATCH, SEQ, _get(cfg, "hidden_size", default=HIDDEN), generator=g))
     elif name == "pixel_values_videos":
@@ -756,7 +904,9 @@ def make_inputs(model_class, cfg, task, seed):
         inputs["return_loss"] = True
     kind = LABELS.get(task)
     if kind and "labels" in params:
-        if kind == "ids":
+        if model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
+            inputs["labels"] = inputs["input_ids"].clone()
+        elif kind == "ids":
             inputs["labels"] = inputs["input_ids"].clone() if "input_ids" in inputs else None
             if name == "input_ids" and isinstance(codebooks, int):  # (batch, seq, codebooks)
                 inputs["labels"] = inputs["labels"].view(BATCH, codebooks, -1).transpose(1, 2)
@@ -764,8 +914,6 @@ def make_inputs(model_class, cfg, task, seed):
             labels = torch.full_like(inputs["input_ids"], -100)
             labels[:, 1::2] = inputs["input_ids"][:, 1::2]
             inputs["labels"] = labels
-        elif kind == "ids5" and model_class.__name__ in LABELS_ARE_INPUT_IDS and "input_ids" in inputs:
-            inputs["labels"] = inputs["input_ids"].clone()
         elif kind == "ids5":
             inputs["labels"] = _ids(g, (BATCH, 5), 3, hi)
         elif kind == "class":
