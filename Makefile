@@ -49,7 +49,9 @@ test: build $(VENV)/.serving $(VENV)/.torchrec
 	timeout $(TEST_WHEEL_TIMEOUT) tools/test_wheel.sh
 
 # The Hugging Face model coverage suite: every architecture of tests/models/model_zoo.py in every eager mode
-# (`make test` runs the entries marked quick); regenerates docs/model_coverage.md.
+# (`make test` runs the entries marked quick); regenerates docs/model_coverage.md. Then every transformers
+# model type (test-models-auto, about 4 hours here) and its debug-mode subset: fails when a type fails, crashes
+# or takes over 90 s.
 # One process per slice of the table: a single process running all of them exceeds vm.max_map_count (65530
 # memory mappings, from the XLA:CPU programs it keeps loaded) and crashes.
 MODEL_CHUNKS ?= 8
@@ -57,7 +59,9 @@ test-models: build
 	status=0; for i in $$(seq 0 $$(($(MODEL_CHUNKS) - 1))); do \
 	  TORCH_TPU_MODELS=all TORCH_TPU_MODELS_CHUNK=$$i/$(MODEL_CHUNKS) TORCH_TPU_MODEL_COVERAGE=docs/model_coverage.md \
 	  TORCH_TPU_CACHE_DIR=$(TEST_CACHE_DIR) TORCH_TPU_CACHE_MAX_BYTES=$(TEST_CACHE_MAX_BYTES) \
-	  $(PY) -m pytest tests/models -q -p no:cacheprovider || status=1; done; exit $$status
+	  $(PY) -m pytest tests/models -q -p no:cacheprovider || status=1; done; \
+	$(MAKE) test-models-auto || status=1; \
+	$(MAKE) test-models-auto SWEEP_ARGS=--debug-subset || status=1; exit $$status
 
 # The multiprocess torch.distributed tests (tpu_dist) in every eager mode; `make test` runs the
 # heaviest of them (DDP, FSDP2, DTensor, torchrun) in strict mode only.

@@ -639,7 +639,7 @@ def main():
     for t in types:
         counts[results[t]["status"]] = counts.get(results[t]["status"], 0) + 1
     print("counts:", counts)
-    sys.exit(1 if counts.get("fails") or counts.get("crash") else 0)
+    sys.exit(1 if counts.get("fails") or counts.get("crash") or counts.get("slow") else 0)
 
 
 if __name__ == "__main__":

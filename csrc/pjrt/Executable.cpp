@@ -50,31 +50,13 @@ std::vector<std::unique_ptr<Buffer>> Executable::execute(const std::vector<PJRT_
   return result;
 }
 
-namespace {
-std::string serializeUnloaded(const PJRT_Api* api, PJRT_Executable* exe) {
+std::string Executable::serialize() const {
   auto args = TPU_PJRT_ARGS(PJRT_Executable_Serialize_Args);
-  args.executable = exe;
-  check(api, api->PJRT_Executable_Serialize(&args), "PJRT_Executable_Serialize");
+  args.executable = unloaded_;
+  check(api_, api_->PJRT_Executable_Serialize(&args), "PJRT_Executable_Serialize");
   std::string bytes(args.serialized_bytes, args.serialized_bytes_size);
   if (args.serialized_executable_deleter) args.serialized_executable_deleter(args.serialized_executable);
   return bytes;
-}
-}  // namespace
-
-std::string Executable::serialize() const { return serializeUnloaded(api_, unloaded_); }
-
-std::function<std::string()> Executable::serializer() const {
-  // A second unloaded handle: PJRT's shares ownership of the compiled program with the loaded one.
-  auto get = TPU_PJRT_ARGS(PJRT_LoadedExecutable_GetExecutable_Args);
-  get.loaded_executable = exe_;
-  check(api_, api_->PJRT_LoadedExecutable_GetExecutable(&get), "PJRT_LoadedExecutable_GetExecutable");
-  const PJRT_Api* api = api_;
-  std::shared_ptr<PJRT_Executable> own(get.executable, [api](PJRT_Executable* e) {
-    auto d = TPU_PJRT_ARGS(PJRT_Executable_Destroy_Args);
-    d.executable = e;
-    ignore(api, api->PJRT_Executable_Destroy(&d));
-  });
-  return [api, own] { return serializeUnloaded(api, own.get()); };
 }
 
 }  // namespace tpu::pjrt

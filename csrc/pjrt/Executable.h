@@ -1,6 +1,5 @@
 #pragma once
 // A compiled, loaded PJRT program.
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,9 +24,6 @@ class Executable {
                                                Event* done = nullptr) const;
   // Bytes that Client::deserialize turns back into an equivalent executable.
   std::string serialize() const;
-  // serialize(), callable on another thread and after this executable is destroyed: it holds its own
-  // reference to the compiled program.
-  std::function<std::string()> serializer() const;
 
  private:
   const PJRT_Api* api_;

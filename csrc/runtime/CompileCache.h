@@ -189,7 +189,7 @@ const std::string& pluginIdentity(const pjrt::Client& client);
 
 // The Executor's hook: an executable for `module`, from the directory or compiled.
 struct CompiledProgram {
-  std::unique_ptr<pjrt::Executable> exe;
+  std::shared_ptr<pjrt::Executable> exe;  // shared: a pending cache write (CacheWriter) holds it too
   bool compiled = false;  // false: loaded from the directory
   double seconds = 0;     // compile (or load) time
 };

@@ -141,10 +141,11 @@ CompiledProgram compileWithCache(const pjrt::Client& client, const std::string& 
       [&]() -> std::function<std::string()> {
         out.exe = client.compile(module, options);
         if (!cache.enabled()) return {};
-        // Serialized on the cache's writer thread: for XLA:CPU it costs more than the compile itself.
-        return [serialize = out.exe->serializer()]() -> std::string {
+        // Serialized on the cache's writer thread (for XLA:CPU it costs more than the compile itself), which
+        // holds the executable until then: the caller may drop it first.
+        return [exe = out.exe]() -> std::string {
           try {
-            return serialize();
+            return exe->serialize();
           } catch (const std::exception& e) {
             static std::atomic<bool> warned{false};
             if (!warned.exchange(true))

@@ -25,7 +25,7 @@ using hlo::DType;
 using hlo::Value;
 
 struct Executor::Entry {
-  std::unique_ptr<pjrt::Executable> exe;
+  std::shared_ptr<pjrt::Executable> exe;
   // Each parameter in order: a storage index (>= 0), operand k as -(k + 1), or
   // kFlagParam (the device's out-of-range flag).
   std::vector<int32_t> params;
