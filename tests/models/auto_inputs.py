@@ -25,6 +25,18 @@ IMAGE = 32
 PATCH = 8
 AUDIO_SAMPLES = 1600
 VOCAB = 99
+# Tiny config sizes (auto_zoo.shrink).
+HIDDEN = 32
+HEADS_N = 4
+KV_HEADS = 2
+FFN = 37
+FFN_MOE = 40
+LAYERS = 2
+EXPERTS = 4
+TOPK = 2
+QUERIES = 10
+SSM_STATE = 16
+SSM_CHUNK = 4
 
 
 def _sub_configs(cfg):
