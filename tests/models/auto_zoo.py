@@ -38,7 +38,8 @@ from transformers.models.auto import configuration_auto, modeling_auto
 
 import auto_inputs
 from auto_inputs import (  # the tiny sizes: inputs and the configs that match them
-    BATCH, EXPERTS, FFN, FFN_MOE, HEADS_N, HIDDEN, IMAGE, KV_HEADS, LAYERS, PATCH, QUERIES, SEQ, SSM_CHUNK, SSM_STATE, TOPK, VOCAB)
+    BATCH, EXPERTS, FFN, FFN_MOE, HEADS_N, HIDDEN, IMAGE, KV_HEADS, LAYERS, PATCH, QUERIES, SEQ, SSM_CHUNK,
+    SSM_STATE, TOPK, VOCAB)
 from auto_overrides import ATTN_IMPLEMENTATION, OVERRIDES, SPEECH_CONV
 
 
