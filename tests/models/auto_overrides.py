@@ -73,12 +73,11 @@ OVERRIDES = {
     # unspecified). At 0.3 they stay apart. V3's mask head reads HGNet's first stage (128 channels, 16 tiny).
     "pp_doclayout_v2": dict(initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
     "pp_doclayout_v4": dict(initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
-    # PP-LCNetV3's blocks are listed (the depths do not count them) with 4 re-parameterisable branches each: one
-    # block a stage (its first: the stage's output width, which the neck is sized for) and one branch. The default
-    # fused graph took 68 s to compile.
-    "pp_ocrv5_mobile_det": dict(backbone_config=dict(
-        block_configs=[[[3, 16, 32, 1, False]], [[3, 32, 64, 2, False]], [[3, 64, 128, 2, False]],
-                       [[3, 128, 256, 2, False]], [[5, 256, 512, 2, True]]], conv_symmetric_num=1)),
+    # Text-line recognisers: a 48 x 128 line (the synthetic image's size) keeps a row after their 16-32x vertical
+    # downsampling and (3, 2) pool, which a 32 x 32 image does not.
+    "pp_ocrv5_server_rec": dict(image_size=[48, 128]),
+    "pp_ocrv6_small_rec": dict(image_size=[48, 128]),
+    "pp_ocrv6_tiny_rec": dict(image_size=[48, 128]),
     "pp_doclayout_v3": dict(x4_feat_dim=16, initializer_range=0.3, backbone_config=dict(initializer_range=0.3)),
     # BROS's 1-D box sinusoid is hidden / 4 / dim_bbox (8) wide and halved: 64 wide at least.
     "bros": dict(hidden_size=2 * HIDDEN),

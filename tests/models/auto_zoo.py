@@ -131,6 +131,10 @@ def _shrink_list(key, v, old_layers, new_layers):
         return [min(x, 2 ** min(i, 2)) for i, x in enumerate(v)]
     if key in _STAGE_DEPTH_LIST_KEYS and ints:
         return [min(x, 1) for x in v]
+    if key == "block_configs" and all(isinstance(x, list) and x and isinstance(x[0], list) for x in v):
+        # PP-LCNet's blocks, listed per stage (its depths do not count them): a stage's first block, which makes
+        # the stage's output width.
+        return [stage[:1] for stage in v]
     if (key in _FFN_KEYS or key.endswith("_intermediate_size")) and ints:  # per layer (Gemma 3n) or per modality
         per_layer = old_layers and len(v) == old_layers
         return [min(x, FFN_MOE if "moe" in key else FFN) for x in (v[:new_layers] if per_layer else v)]
@@ -222,6 +226,10 @@ def shrink(d):
             out[k] = min(v, SSM_CHUNK)
         elif k in ("time_step_rank", "mamba_dt_rank"):
             out[k] = min(v, 4)
+        elif k == "head_out_channels":  # a text recogniser's character classes (PP-OCR: 18714)
+            out[k] = min(v, VOCAB)
+        elif k == "conv_symmetric_num":  # PP-LCNet's re-parameterisable branches per convolution
+            out[k] = 1
         elif k == "num_groups":  # GroupNorm groups over the shrunk channels
             out[k] = min(v, 4)
         elif k.endswith(_TOKEN_ID_SUFFIXES) and v >= VOCAB:

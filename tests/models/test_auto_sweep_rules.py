@@ -120,3 +120,13 @@ def test_auto_tiny_config_rederives_sizes():
     cfg = auto_zoo.tiny_config("sam")
     p = cfg.prompt_encoder_config
     assert p.image_embedding_size == p.image_size // p.patch_size
+
+
+def test_auto_shrink_listed_blocks():
+    """auto_zoo.shrink: PP-LCNet's per-stage block lists keep each stage's first block (the one that makes the
+    stage's width), one branch a convolution, and a recogniser's character classes the tiny vocabulary."""
+    import auto_zoo
+    d = auto_zoo.shrink({"block_configs": [[[3, 16, 32, 1, False]], [[3, 32, 64, 2, False], [3, 64, 64, 1, False]]],
+                         "conv_symmetric_num": 4, "head_out_channels": 18714})
+    assert d["block_configs"] == [[[3, 16, 32, 1, False]], [[3, 32, 64, 2, False]]]
+    assert d["conv_symmetric_num"] == 1 and d["head_out_channels"] == auto_zoo.VOCAB
