@@ -111,6 +111,22 @@ int64_t viewExtent(const ViewSpec& v) {
   return e;
 }
 
+// The stride-ordered block a nesting view lies in (dims from blockDims): each dim's extent in its
+// outer dim's stride, then the innermost stride; and the view's box at the block's start.
+void blockShapes(const ViewSpec& v, const std::vector<int64_t>& dims, hlo::Shape& block, hlo::Shape& box) {
+  if (dims.empty()) {
+    block = box = {1};
+    return;
+  }
+  block = box = {v.sizes[dims[0]]};
+  for (size_t i = 1; i < dims.size(); ++i) {
+    block.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
+    box.push_back(v.sizes[dims[i]]);
+  }
+  block.push_back(v.strides[dims.back()]);
+  box.push_back(1);
+}
+
 // The block read's slice, transpose and broadcast back to the view.
 bool finishBlockRead(hlo::Builder& b, Value blocked, const ViewSpec& v, const std::vector<int64_t>& dims,
                      const hlo::Shape& block, const hlo::Shape& limits, Value& out) {
@@ -136,19 +152,7 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, co
   std::vector<int64_t> dims;
   if (!blockDims(v, dims)) return false;
   hlo::Shape block, limits;
-  if (dims.empty()) {
-    block = {1};
-    limits = {1};
-  } else {
-    block.push_back(v.sizes[dims[0]]);
-    limits.push_back(v.sizes[dims[0]]);
-    for (size_t i = 1; i < dims.size(); ++i) {
-      block.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
-      limits.push_back(v.sizes[dims[i]]);
-    }
-    block.push_back(v.strides[dims.back()]);
-    limits.push_back(1);
-  }
+  blockShapes(v, dims, block, limits);
   int64_t length = std::accumulate(block.begin(), block.end(), int64_t{1}, std::multiplies<>());
   int64_t available = flat.shape()[0];
   int64_t end = std::min(available, v.offset + length);
@@ -174,13 +178,8 @@ bool tryBlockWrite(hlo::Builder& b, Value& flat, const ViewSpec& v, Value values
   for (size_t i = 0; i < v.sizes.size(); ++i)
     if (v.sizes[i] > 1 && v.strides[i] == 0) return false;  // an expanded view writes one element twice
   if (!blockDims(v, dims) || dims.empty()) return false;
-  hlo::Shape block{v.sizes[dims[0]]}, box{v.sizes[dims[0]]};
-  for (size_t i = 1; i < dims.size(); ++i) {
-    block.push_back(v.strides[dims[i - 1]] / v.strides[dims[i]]);
-    box.push_back(v.sizes[dims[i]]);
-  }
-  block.push_back(v.strides[dims.back()]);
-  box.push_back(1);
+  hlo::Shape block, box;
+  blockShapes(v, dims, block, box);
   // The values with size-1 dims dropped, in stride order, as the block's leading box.
   std::vector<int64_t> byDim = dims, perm(dims.size());
   std::sort(byDim.begin(), byDim.end());
