@@ -374,12 +374,12 @@ def test_accelerator_empty_host_cache_on_tpu():
 
 
 # ---------------------------------------------------------------------------------------------
-# glibc malloc's policy for large blocks on the CPU plugins (csrc/runtime/HostMemoryPolicy.h)
+# How host memory serves the CPU plugins' large blocks (csrc/runtime/HostMemoryPolicy.h)
 
 _FAULTS_PER_RUN = """
 import resource, torch
 x = torch.ones(1 << 20, device="tpu")
-def run():  # a 256 MiB concatenation inside the program (Fused) or as an op's result (Strict), freed at once
+def run():  # 64 4-MiB products and their 256 MiB concatenation, inside the program (Fused) or as op results
     torch.cat([x * i for i in range(64)]).sum().item()
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -390,36 +390,64 @@ for _ in range(7):
     before = faults()
     run()
     per_run.append(faults() - before)
-print(torch_tpu._C._host_memory_policy().split()[0], min(per_run))
+stats = torch_tpu._C._host_block_cache_stats()
+print(torch_tpu._C._host_memory_policy().split()[0], min(per_run), stats["reuses"] if stats else -1)
 """
+
+
+def _run_policy(policy, eager_mode, code):
+    env = dict(os.environ, TORCH_TPU_HOST_MALLOC=policy, TORCH_TPU_EAGER_MODE=eager_mode)
+    out = subprocess.run([sys.executable, "-c", "import torch_tpu\n" + code], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
 
 
 @pytest.mark.parametrize("eager_mode", ["strict", "fused"])
 def test_large_blocks_stay_mapped_between_runs(eager_mode):
-    # Default "keep": once the heap has grown to what a run needs, the 256 MiB block is reused and a run
-    # touches pages it already has. "system" (glibc's defaults) maps it afresh each run: 65536 new pages,
-    # each a page fault (measured per run after warm-up: Strict 0 against 100k, Fused 0 against 65.6k). The
-    # fewest faults of 7 runs: with "keep" a run still maps the block afresh now and then (1-2 of 7 on a quiet
-    # machine, 4 of 7 under a parallel build: when the program frees its temporaries after the host has
-    # started the next run), with "system" every run does. Each policy in its own process: it is set before
-    # the plugin starts.
+    # "cache" (the default: the plugin's blocks from 1 MiB come from LargeBlockCache) and "keep" (one glibc
+    # arena) reuse the 4 MiB products and the 256 MiB block once a run has mapped them, so a run touches pages
+    # it already has. "system" (glibc's defaults) maps the large ones afresh each run: thousands of new pages,
+    # each a page fault (measured per run after warm-up: cache 0-5, keep 0-2k now and then, system 65k Fused
+    # and 93-118k Strict). The fewest faults of 7 runs: keep still maps a block afresh now and then (when the
+    # program frees its temporaries after the host has started the next run), system every run. Each policy
+    # in its own process: it is set before the plugin starts.
     if torch_tpu._C._platform_name() != "cpu":
         pytest.skip("the policy applies to the CPU plugins only")
-    faults = {}
-    for policy in ("keep", "system"):
-        env = dict(os.environ, TORCH_TPU_HOST_MALLOC=policy, TORCH_TPU_EAGER_MODE=eager_mode)
-        out = subprocess.run([sys.executable, "-c", "import torch_tpu\n" + _FAULTS_PER_RUN], env=env,
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, out.stderr[-2000:]
-        reported, count = out.stdout.split()[-2:]
+    faults, reuses = {}, {}
+    for policy in ("cache", "keep", "system"):
+        reported, count, reused = _run_policy(policy, eager_mode, _FAULTS_PER_RUN)[-3:]
         assert reported == policy
-        faults[policy] = float(count)
+        faults[policy], reuses[policy] = float(count), int(reused)
+    assert faults["cache"] * 10 < faults["system"], faults
     assert faults["keep"] * 10 < faults["system"], faults
     assert faults["system"] > 256 * 1024 * 1024 // 4096 // 2, faults  # the block really was mapped afresh
+    assert reuses["cache"] >= 7 and reuses["keep"] == reuses["system"] == -1, reuses
+
+
+_TRIM = """
+import torch
+x = torch.ones(4 << 20, device="tpu")  # 16 MiB
+y = (x * 2).sum().item()
+del x
+stats = torch_tpu._C._host_block_cache_stats
+kept = stats()["cached_bytes"]
+torch.tpu.empty_cache()
+print(kept, stats()["cached_bytes"], stats()["live_bytes"], y)
+"""
+
+
+def test_empty_cache_gives_kept_blocks_back():
+    if torch_tpu._C._platform_name() != "cpu":
+        pytest.skip("the policy applies to the CPU plugins only")
+    for mode in ("strict", "fused"):
+        kept, after, live, y = _run_policy("cache", mode, _TRIM)[-4:]
+        assert int(kept) >= 16 << 20 and int(after) == 0, (mode, kept, after, live)
+        assert float(y) == 2.0 * (4 << 20)
 
 
 def test_host_malloc_policy_refuses_unknown_values():
     env = dict(os.environ, TORCH_TPU_HOST_MALLOC="bogus")
     out = subprocess.run([sys.executable, "-c", "import torch; print(hasattr(torch, 'tpu'))"], env=env,
                          capture_output=True, text=True, timeout=300)
-    assert "TORCH_TPU_HOST_MALLOC=bogus is not a host malloc policy: use keep" in out.stderr, out.stderr[-2000:]
+    assert "TORCH_TPU_HOST_MALLOC=bogus is not a host malloc policy: use cache" in out.stderr, out.stderr[-2000:]

@@ -261,7 +261,9 @@ def mem_get_info(device: _DeviceLike = None):
 
 
 def empty_cache() -> None:
-    """Device buffers are freed as soon as no tensor holds them; nothing is cached."""
+    """Device buffers are freed as soon as no tensor holds them. On the CPU plugins, the large blocks kept
+    mapped for reuse (TORCH_TPU_HOST_MALLOC=cache, the default) are given back to the system."""
+    _C._host_block_cache_trim()
 
 
 # --- executable cache -----------------------------------------------------

@@ -8,10 +8,11 @@
 
 namespace tpu::pjrt {
 
-std::shared_ptr<Plugin> Plugin::load(const std::string& path) {
+std::shared_ptr<Plugin> Plugin::load(const std::string& path, void (*afterOpen)(void* handle)) {
   // RTLD_LOCAL keeps the plugin's bundled LLVM/absl symbols away from torch's.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error(std::string("dlopen failed: ") + dlerror());
+  if (afterOpen) afterOpen(handle);
   using GetApiFn = const PJRT_Api* (*)();
   auto getApi = reinterpret_cast<GetApiFn>(dlsym(handle, "GetPjrtApi"));
   if (!getApi) {

@@ -10,8 +10,9 @@ namespace tpu::pjrt {
 class Plugin {
  public:
   // dlopen + GetPjrtApi + version check + PJRT_Plugin_Initialize. Throws
-  // std::runtime_error with the reason when the library cannot be used.
-  static std::shared_ptr<Plugin> load(const std::string& path);
+  // std::runtime_error with the reason when the library cannot be used. `afterOpen` gets the dlopen handle
+  // before any of the plugin's functions runs (the host memory policy hooks its allocations there).
+  static std::shared_ptr<Plugin> load(const std::string& path, void (*afterOpen)(void* handle) = nullptr);
   ~Plugin();
 
   const PJRT_Api* api() const { return api_; }

@@ -53,6 +53,18 @@ PYBIND11_MODULE(_C, m) {
   });
   // glibc malloc's policy for large host blocks (csrc/runtime/HostMemoryPolicy.h), set by _configure_plugins.
   m.def("_host_memory_policy", [] { return runtime::hostMemoryPolicy(); });
+  m.def("_host_block_cache_stats", []() -> py::object {
+    auto s = runtime::hostBlockCacheStats();
+    if (!s) return py::none();
+    py::dict d;
+    d["live_bytes"] = s->liveBytes;
+    d["cached_bytes"] = s->cachedBytes;
+    d["allocations"] = s->allocations;
+    d["reuses"] = s->reuses;
+    d["fallbacks"] = s->fallbacks;
+    return d;
+  });
+  m.def("_host_block_cache_trim", [] { runtime::trimHostBlockCache(); });
   m.def("_is_available", [] { return runtime::Runtime::available(); });
   // Starts the runtime, raising the error that says which plugins were tried.
   m.def("_init", [] {

@@ -1,24 +1,43 @@
 #pragma once
-// How glibc's malloc serves large blocks in a process whose device is the host (the XLA CPU plugins).
+// How host memory serves the XLA CPU plugins' large blocks.
 //
 // There, every device buffer and every program's temporaries are host memory from malloc. glibc serves a
 // block over its mmap threshold (at most 32 MiB) with a fresh mmap and returns it with munmap on free, so a
 // program whose temporaries are a few hundred MiB maps, zero-faults and unmaps them at every run (a Fused
-// training step of a d512 GPT: ~50k page faults per step). A device allocator keeps such memory; the
-// "keep" policy makes malloc do so: one arena (a thread arena cannot hold a block over 64 MiB and falls
-// back to mmap), no mmap, and freed memory at the heap's top returned to the system only above 1 GiB.
-// It must be set before the plugin's threads first call malloc (they keep the arena they get), so it is
-// applied when the plugins are configured, at `import torch_tpu`. Its cost: every thread shares malloc's lock
-// (a small model's Fused step ~14% slower; large steps gain more: docs/performance.md).
+// training step of a d512 GPT: ~50k page faults per step). A device allocator keeps such memory. Policies
+// (TORCH_TPU_HOST_MALLOC):
+//   cache   (default) the plugin's requests from kLargeBytes up come from a LargeBlockCache, which keeps freed
+//           blocks mapped (PluginMallocHooks.h); everything else stays with glibc's per-thread arenas.
+//   keep    glibc itself keeps them: one arena (a thread arena cannot hold a block over 64 MiB and falls back
+//           to mmap), no mmap, the heap's top returned only above 1 GiB. Every thread then shares malloc's
+//           lock (a small model's steps 10-20% slower, XLA's compiles slower too: docs/performance.md).
+//           Also what `cache` falls back to where the plugin's entries cannot be hooked.
+//   system  glibc's defaults.
+// keep must be set before the plugin's threads first call malloc (they keep the arena they get): the policy
+// is read when the plugins are configured, at `import torch_tpu`, and the hooks are installed when the plugin
+// is opened, before it starts a thread.
+#include <cstdint>
+#include <optional>
 #include <string>
 
 namespace tpu::runtime {
 
-// Applies the policy named by TORCH_TPU_HOST_MALLOC ("keep", the default, or "system": glibc's own
-// behaviour); throws std::invalid_argument naming the accepted values for any other value.
+// Reads TORCH_TPU_HOST_MALLOC and applies what can be applied before a plugin is open; throws
+// std::invalid_argument naming the accepted values for any other value.
 void applyHostMemoryPolicy();
 
-// What is in effect, e.g. "keep (glibc malloc: one arena, no mmap, trim above 1 GiB)", for the doctor.
+// Called with a CPU plugin's dlopen handle before its first use: installs the `cache` policy's hooks.
+void adoptPluginAllocations(void* handle);
+
+// What is in effect, e.g. "cache (...)", for the doctor and the tests.
 std::string hostMemoryPolicy();
+
+struct HostBlockCacheStats {
+  uint64_t liveBytes, cachedBytes, allocations, reuses, fallbacks;
+};
+// The large-block cache's counters, where the `cache` policy is in effect.
+std::optional<HostBlockCacheStats> hostBlockCacheStats();
+// Gives the cache's kept blocks back to the system (torch.tpu.empty_cache()); nothing without the cache.
+void trimHostBlockCache();
 
 }  // namespace tpu::runtime

@@ -42,7 +42,8 @@ Runtime& Runtime::get() {
   std::string tried;
   for (const PluginCandidate& c : gCandidates) {
     try {
-      auto client = std::make_unique<pjrt::Client>(pjrt::Plugin::load(c.path));
+      auto client = std::make_unique<pjrt::Client>(
+          pjrt::Plugin::load(c.path, isCpuPlugin(c) ? &adoptPluginAllocations : nullptr));
       if (client->devices().empty()) throw std::runtime_error("the plugin reports no devices");
       gRuntime = new Runtime(std::move(client), c.name, c.path);  // lives for the process
       return *gRuntime;
