@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import torch
+import torch_tpu
 
 from conftest import assert_close
 
@@ -172,3 +173,35 @@ def test_save_load_roundtrip(tmp_path, mode):
     assert torch.equal(on_cpu["x"], x.cpu())
     moved = torch.load(path, map_location="tpu")
     assert moved["x"].device.type == "tpu"
+
+
+_DEVICES = """
+import torch, torch_tpu
+last = torch.tpu.device_count() - 1
+x = torch.arange(6.0).reshape(2, 3)
+y = (x.to(f"tpu:{last}") * 2).sum(0)
+print(torch.tpu.device_count(), torch.equal(y.cpu(), (x * 2).sum(0)))
+"""
+
+
+@pytest.mark.parametrize("eager_mode", ["strict", "debug", "fused"])
+def test_cpu_device_count_is_configurable(eager_mode):
+    # TORCH_TPU_CPU_DEVICES sets the CPU plugin's cpu_device_count (its default: 4); each value in its own
+    # process, since the client is created once.
+    if torch_tpu._C._platform_name() != "cpu":
+        pytest.skip("a CPU plugin option")
+    for count in ("2", "1"):
+        env = dict(os.environ, TORCH_TPU_CPU_DEVICES=count, TORCH_TPU_EAGER_MODE=eager_mode)
+        out = subprocess.run([sys.executable, "-c", _DEVICES], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split()[-2:] == [count, "True"]
+
+
+def test_cpu_device_count_refuses_bad_values():
+    if torch_tpu._C._platform_name() != "cpu":
+        pytest.skip("a CPU plugin option")
+    env = dict(os.environ, TORCH_TPU_CPU_DEVICES="four")
+    code = "import torch, torch_tpu\ntorch.ones(1, device='tpu')"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "RuntimeError" in out.stderr and "TORCH_TPU_CPU_DEVICES=four is not a device count" in out.stderr

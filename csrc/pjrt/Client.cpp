@@ -4,9 +4,21 @@
 
 namespace tpu::pjrt {
 
-Client::Client(std::shared_ptr<Plugin> plugin) : plugin_(std::move(plugin)) {
+Client::Client(std::shared_ptr<Plugin> plugin, const std::vector<ClientOption>& options)
+    : plugin_(std::move(plugin)) {
   const PJRT_Api* a = api();
   auto create = TPU_PJRT_ARGS(PJRT_Client_Create_Args);
+  std::vector<PJRT_NamedValue> named(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    named[i].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    named[i].name = options[i].name.c_str();
+    named[i].name_size = options[i].name.size();
+    named[i].type = PJRT_NamedValue_kInt64;
+    named[i].int64_value = options[i].value;
+    named[i].value_size = 1;
+  }
+  create.create_options = named.data();
+  create.num_options = named.size();
   check(a, a->PJRT_Client_Create(&create), "PJRT_Client_Create");
   client_ = create.client;
 

@@ -12,9 +12,15 @@
 
 namespace tpu::pjrt {
 
+// An integer option of PJRT_Client_Create (the CPU plugins' "cpu_device_count").
+struct ClientOption {
+  std::string name;
+  int64_t value;
+};
+
 class Client {
  public:
-  explicit Client(std::shared_ptr<Plugin> plugin);
+  explicit Client(std::shared_ptr<Plugin> plugin, const std::vector<ClientOption>& options = {});
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
   ~Client();

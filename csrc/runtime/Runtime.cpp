@@ -2,6 +2,7 @@
 
 #include "HostMemoryPolicy.h"
 
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
@@ -26,6 +27,22 @@ bool isCpuPlugin(const PluginCandidate& c) {
   return c.name == "TORCH_TPU_PJRT_PLUGIN" && file.find("cpu") != std::string::npos;
 }
 
+// TORCH_TPU_CPU_DEVICES: how many devices a CPU plugin makes (its default is 4). XLA sizes the client's
+// thread pools to max(cores, devices), so on a host with fewer cores than devices its threads outnumber the
+// cores (docs/performance.md).
+std::vector<pjrt::ClientOption> clientOptions(const PluginCandidate& c) {
+  const char* value = std::getenv("TORCH_TPU_CPU_DEVICES");
+  if (!isCpuPlugin(c) || !value || !*value) return {};
+  char* end = nullptr;
+  long n = std::strtol(value, &end, 10);
+  if (*end || n < 1 || n > 2048) {
+    throw std::invalid_argument(std::string("TORCH_TPU_CPU_DEVICES=") + value +
+                                " is not a device count: use a whole number from 1 to 2048, or unset it for the "
+                                "plugin's default (4)");
+  }
+  return {{"cpu_device_count", n}};
+}
+
 }  // namespace
 
 void Runtime::configure(std::vector<PluginCandidate> candidates) {
@@ -43,7 +60,7 @@ Runtime& Runtime::get() {
   for (const PluginCandidate& c : gCandidates) {
     try {
       auto client = std::make_unique<pjrt::Client>(
-          pjrt::Plugin::load(c.path, isCpuPlugin(c) ? &adoptPluginAllocations : nullptr));
+          pjrt::Plugin::load(c.path, isCpuPlugin(c) ? &adoptPluginAllocations : nullptr), clientOptions(c));
       if (client->devices().empty()) throw std::runtime_error("the plugin reports no devices");
       gRuntime = new Runtime(std::move(client), c.name, c.path);  // lives for the process
       return *gRuntime;
