@@ -1,7 +1,6 @@
 #include "HostMemoryPolicy.h"
 
 #include <malloc.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -43,7 +43,8 @@ struct Libc {
 } gLibc;
 
 void* largeBlock(size_t bytes, size_t alignment, bool zeroed) {
-  if (bytes < kLargeBytes) return nullptr;
+  // An alignment that is not a power of two is malloc's to refuse (EINVAL), as it would without us.
+  if (bytes < kLargeBytes || alignment == 0 || (alignment & (alignment - 1)) != 0) return nullptr;
   return gCache.load(std::memory_order_acquire)->allocate(bytes, alignment, zeroed);
 }
 

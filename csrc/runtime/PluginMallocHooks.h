@@ -21,7 +21,8 @@ constexpr size_t kLargeBytes = size_t(1) << 20;
 // Rewrites the GOT entries of the library whose dlopen handle is `handle` so that its large blocks come from
 // `cache` (which must outlive the library). Returns "" on success, else why nothing was changed (an
 // architecture without support, a malloc-family entry not bound to the process's malloc, a pointer-taking
-// function this file does not hook).
+// function this file does not hook). Should mprotect refuse a page midway, `free` is already hooked (it is
+// written first), so every block still reaches the right free.
 std::string installPluginMallocHooks(void* handle, LargeBlockCache* cache);
 
 }  // namespace tpu::runtime

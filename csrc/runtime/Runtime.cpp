@@ -59,8 +59,9 @@ Runtime& Runtime::get() {
   std::string tried;
   for (const PluginCandidate& c : gCandidates) {
     try {
+      std::vector<pjrt::ClientOption> options = clientOptions(c);  // a bad value fails before the plugin opens
       auto client = std::make_unique<pjrt::Client>(
-          pjrt::Plugin::load(c.path, isCpuPlugin(c) ? &adoptPluginAllocations : nullptr), clientOptions(c));
+          pjrt::Plugin::load(c.path, isCpuPlugin(c) ? &adoptPluginAllocations : nullptr), options);
       if (client->devices().empty()) throw std::runtime_error("the plugin reports no devices");
       gRuntime = new Runtime(std::move(client), c.name, c.path);  // lives for the process
       return *gRuntime;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +148,8 @@ TEST_F(PluginMallocHooks, AlignedZeroedAndGrownBlocks) {
   void* a = userAlignedAlloc(64, 3 * kMiB);
   EXPECT_TRUE(cache_->owns(a));
   userFree(a);
+  void* odd = nullptr;
+  EXPECT_EQ(userPosixMemalign(&odd, 24, 4 * kMiB), EINVAL);  // not a power of two: refused as glibc does
 
   // realloc keeps the contents across a move; a malloc block stays malloc's.
   auto* r = static_cast<unsigned char*>(userMalloc(2 * kMiB));
