@@ -1,6 +1,7 @@
 #include "HostMemoryPolicy.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,13 +37,24 @@ size_t physicalBytes() {
   return pages > 0 && size > 0 ? size_t(pages) * size_t(size) : 16 * kGiB;
 }
 
+// Registered once the cache exists; gCache is set right after, so a fork in between has nothing to hold.
+void lockCacheForFork() {
+  if (gCache) gCache->lockForFork();
+}
+void unlockCacheAfterFork() {
+  if (gCache) gCache->unlockAfterFork();
+}
+
 // Address space only: four times the host's memory (never less than 16 GiB), halved where a limit on
 // the address space refuses it.
 LargeBlockCache* makeCache() {
   size_t keep = std::min(kGiB, physicalBytes() / 8);
   for (size_t reserve = std::clamp(4 * physicalBytes(), 16 * kGiB, 1024 * kGiB); reserve >= kGiB; reserve /= 2) {
     auto* cache = new LargeBlockCache(reserve, keep);
-    if (cache->ok()) return cache;
+    if (cache->ok()) {
+      pthread_atfork(lockCacheForFork, unlockCacheAfterFork, unlockCacheAfterFork);
+      return cache;
+    }
     delete cache;
   }
   return nullptr;
@@ -79,6 +91,8 @@ void adoptPluginAllocations(void* handle) {
 }
 
 std::string hostMemoryPolicy() { return gPolicy; }
+
+LargeBlockCache* hostBlockCache() { return gMode == Policy::kCache ? gCache : nullptr; }
 
 std::optional<HostBlockCacheStats> hostBlockCacheStats() {
   if (gMode != Policy::kCache || !gCache) return std::nullopt;

@@ -32,6 +32,10 @@ void adoptPluginAllocations(void* handle);
 // What is in effect, e.g. "cache (...)", for the doctor and the tests.
 std::string hostMemoryPolicy();
 
+class LargeBlockCache;
+// The cache of the `cache` policy once a plugin has been adopted, else null.
+LargeBlockCache* hostBlockCache();
+
 struct HostBlockCacheStats {
   uint64_t liveBytes, cachedBytes, allocations, reuses, fallbacks;
 };

@@ -54,6 +54,10 @@ class LargeBlockCache {
   // Returns every freed block's pages to the system (torch.tpu.empty_cache()).
   void trim();
   Stats stats();
+  // For pthread_atfork: held across fork() so that the child never inherits the lock taken by a thread that
+  // does not exist there (as glibc does for its own arenas).
+  void lockForFork() { mutex_.lock(); }
+  void unlockAfterFork() { mutex_.unlock(); }
 
  private:
   void* reuseLocked(size_t& size, size_t alignment);

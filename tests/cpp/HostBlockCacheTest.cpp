@@ -2,12 +2,19 @@
 // malloc-family requests (csrc/runtime/PluginMallocHooks.h), on a fixture library that allocates like a plugin.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#include "csrc/runtime/HostMemoryPolicy.h"
 #include "csrc/runtime/LargeBlockCache.h"
 #include "csrc/runtime/PluginMallocHooks.h"
 
@@ -173,4 +180,37 @@ TEST_F(PluginMallocHooks, InstallingAgainChangesNothingAndAnotherCacheIsRefused)
   void* p = fn<void* (*)(size_t)>("userMalloc")(4 * kMiB);
   EXPECT_TRUE(cache_->owns(p));
   fn<void (*)(void*)>("userFree")(p);
+}
+
+// The policy registers fork handlers: a child forked while another thread holds the cache's lock can still
+// allocate (without them it would wait forever for a thread that does not exist in it).
+TEST(HostMemoryPolicy, ForkWhileAnotherThreadHoldsTheCacheLock) {
+  setenv("TORCH_TPU_HOST_MALLOC", "cache", 1);
+  tpu::runtime::applyHostMemoryPolicy();
+  void* handle = dlopen(TPU_TEST_MALLOC_USER, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  tpu::runtime::adoptPluginAllocations(handle);
+  LargeBlockCache* cache = tpu::runtime::hostBlockCache();
+  if (!cache) GTEST_SKIP() << "hooks already installed in this process: " << tpu::runtime::hostMemoryPolicy();
+
+  std::atomic<bool> held{false};
+  std::thread holder([&] {
+    cache->lockForFork();
+    held = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    cache->unlockAfterFork();
+  });
+  while (!held) std::this_thread::yield();
+  pid_t pid = fork();  // the prepare handler waits for the holder to let go
+  if (pid == 0) {
+    alarm(10);  // a child stuck on the lock dies of SIGALRM instead of hanging the test
+    void* p = cache->allocate(2 * kMiB, 64, false);
+    if (p) cache->release(p);
+    _exit(p ? 0 : 1);
+  }
+  holder.join();
+  ASSERT_GT(pid, 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
 }
