@@ -191,8 +191,7 @@ def test_cpu_device_count_is_configurable(eager_mode):
     if torch_tpu._C._platform_name() != "cpu":
         pytest.skip("a CPU plugin option")
     for count in ("2", "1"):
-        env = dict(os.environ, TORCH_TPU_CPU_DEVICES=count, TORCH_TPU_EAGER_MODE=eager_mode)
-        out = subprocess.run([sys.executable, "-c", _DEVICES], env=env, capture_output=True, text=True, timeout=300)
+        out = run_python(_DEVICES, TORCH_TPU_CPU_DEVICES=count, TORCH_TPU_EAGER_MODE=eager_mode)
         assert out.returncode == 0, out.stderr[-2000:]
         assert out.stdout.split()[-2:] == [count, "True"]
 
@@ -200,8 +199,6 @@ def test_cpu_device_count_is_configurable(eager_mode):
 def test_cpu_device_count_refuses_bad_values():
     if torch_tpu._C._platform_name() != "cpu":
         pytest.skip("a CPU plugin option")
-    env = dict(os.environ, TORCH_TPU_CPU_DEVICES="four")
-    code = "import torch, torch_tpu\ntorch.ones(1, device='tpu')"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    out = run_python("import torch, torch_tpu\ntorch.ones(1, device='tpu')", TORCH_TPU_CPU_DEVICES="four")
     assert out.returncode != 0
     assert "RuntimeError" in out.stderr and "TORCH_TPU_CPU_DEVICES=four is not a device count" in out.stderr

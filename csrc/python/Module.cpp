@@ -13,6 +13,7 @@
 #include "csrc/aten/HostAllocator.h"
 #include "csrc/runtime/Executor.h"
 #include "csrc/runtime/HostMemoryPolicy.h"
+#include "csrc/runtime/LargeBlockCache.h"
 #include "csrc/runtime/Runtime.h"
 
 namespace py = pybind11;
@@ -54,17 +55,20 @@ PYBIND11_MODULE(_C, m) {
   // glibc malloc's policy for large host blocks (csrc/runtime/HostMemoryPolicy.h), set by _configure_plugins.
   m.def("_host_memory_policy", [] { return runtime::hostMemoryPolicy(); });
   m.def("_host_block_cache_stats", []() -> py::object {
-    auto s = runtime::hostBlockCacheStats();
-    if (!s) return py::none();
+    runtime::LargeBlockCache* cache = runtime::hostBlockCache();
+    if (!cache) return py::none();
+    runtime::LargeBlockCache::Stats s = cache->stats();
     py::dict d;
-    d["live_bytes"] = s->liveBytes;
-    d["cached_bytes"] = s->cachedBytes;
-    d["allocations"] = s->allocations;
-    d["reuses"] = s->reuses;
-    d["fallbacks"] = s->fallbacks;
+    d["live_bytes"] = s.liveBytes;
+    d["cached_bytes"] = s.cachedBytes;
+    d["allocations"] = s.allocations;
+    d["reuses"] = s.reuses;
+    d["fallbacks"] = s.fallbacks;
     return d;
   });
-  m.def("_host_block_cache_trim", [] { runtime::trimHostBlockCache(); });
+  m.def("_host_block_cache_trim", [] {
+    if (runtime::LargeBlockCache* cache = runtime::hostBlockCache()) cache->trim();
+  });
   m.def("_is_available", [] { return runtime::Runtime::available(); });
   // Starts the runtime, raising the error that says which plugins were tried.
   m.def("_init", [] {

@@ -94,14 +94,4 @@ std::string hostMemoryPolicy() { return gPolicy; }
 
 LargeBlockCache* hostBlockCache() { return gMode == Policy::kCache ? gCache : nullptr; }
 
-std::optional<HostBlockCacheStats> hostBlockCacheStats() {
-  if (gMode != Policy::kCache || !gCache) return std::nullopt;
-  LargeBlockCache::Stats s = gCache->stats();
-  return HostBlockCacheStats{s.liveBytes, s.cachedBytes, s.allocations, s.reuses, s.fallbacks};
-}
-
-void trimHostBlockCache() {
-  if (gMode == Policy::kCache && gCache) gCache->trim();
-}
-
 }  // namespace tpu::runtime

@@ -16,8 +16,6 @@
 // keep must be set before the plugin's threads first call malloc (they keep the arena they get): the policy
 // is read when the plugins are configured, at `import torch_tpu`, and the hooks are installed when the plugin
 // is opened, before it starts a thread.
-#include <cstdint>
-#include <optional>
 #include <string>
 
 namespace tpu::runtime {
@@ -33,15 +31,8 @@ void adoptPluginAllocations(void* handle);
 std::string hostMemoryPolicy();
 
 class LargeBlockCache;
-// The cache of the `cache` policy once a plugin has been adopted, else null.
+// The cache of the `cache` policy once a plugin has been adopted, else null (its stats for the bindings, its
+// trim for torch.tpu.empty_cache()).
 LargeBlockCache* hostBlockCache();
-
-struct HostBlockCacheStats {
-  uint64_t liveBytes, cachedBytes, allocations, reuses, fallbacks;
-};
-// The large-block cache's counters, where the `cache` policy is in effect.
-std::optional<HostBlockCacheStats> hostBlockCacheStats();
-// Gives the cache's kept blocks back to the system (torch.tpu.empty_cache()); nothing without the cache.
-void trimHostBlockCache();
 
 }  // namespace tpu::runtime

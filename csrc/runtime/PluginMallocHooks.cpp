@@ -226,6 +226,8 @@ std::string installPluginMallocHooks(void* handle, LargeBlockCache* cache) {
   }
   if (!symbols || !names || !pltIsRela) return "the library's dynamic section has no RELA relocations";
 
+  // What the entries must hold: the process's own malloc family (the same for every library hooked).
+  for (const Hook& h : kHooks) *h.original = dlsym(RTLD_DEFAULT, h.name);
   std::vector<Patch> patches;
   std::string refusal;
   auto scan = [&](const ElfW(Rela)* table, size_t bytes) {
@@ -243,7 +245,7 @@ std::string installPluginMallocHooks(void* handle, LargeBlockCache* cache) {
         if (std::strcmp(name, h.name) != 0) continue;
         auto** slot = reinterpret_cast<void**>(map->l_addr + r.r_offset);
         if (*slot == h.hook) break;  // installed before (the same library opened again)
-        if (*slot != dlsym(RTLD_DEFAULT, h.name)) {
+        if (*slot != *h.original) {
           refusal = std::string("its ") + name + " entry is not bound to the process's " + name;
         }
         patches.push_back({slot, &h});
@@ -256,10 +258,6 @@ std::string installPluginMallocHooks(void* handle, LargeBlockCache* cache) {
   if (!refusal.empty()) return refusal;
   if (patches.empty()) return "";  // nothing of the malloc family imported, or already installed
 
-  for (const Hook& h : kHooks) *h.original = dlsym(RTLD_DEFAULT, h.name);
-  for (const Patch& p : patches) {
-    if (!*p.hook->original) return std::string("the process has no ") + p.hook->name;
-  }
   gCache.store(cache, std::memory_order_release);
   ReadOnlyAfterRelocation relro;
   relro.base = map->l_addr;
