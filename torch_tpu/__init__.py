@@ -87,6 +87,9 @@ def _register() -> None:
     # graphs; registered once torch._dynamo is imported (compile/__init__.py).
     from . import compile as _compile
     _compile.install()
+    # A torch.optim step on tpu parameters as one program in Strict mode (optim.py).
+    from . import optim as _optim
+    _optim.install()
     # torch.distributed backend "tpu_dist" for device "tpu" (distributed/__init__.py).
     from . import distributed as _distributed
     _distributed.register()

@@ -20,6 +20,8 @@ KNOWN: Dict[str, str] = {
     "TORCH_TPU_FUSED_MAX_OPS": "ops after which a fused graph is cut [1000]",
     "TORCH_TPU_FUSED_REPLAY": "0: trace every fused graph (no replay of a recorded step)",
     "TORCH_TPU_FOREACH_PROGRAMS": "0: foreach ops run one program per tensor in strict mode (read at load)",
+    "TORCH_TPU_OPTIMIZER_PROGRAMS": "0: a torch.optim step in strict mode runs one program per op, not one per step "
+                                    "(read at import)",
     "TORCH_TPU_MEMORY_CACHE_MAX": "compiled programs kept loaded in memory [4096]",
     "TORCH_TPU_CPU_DEVICES": "devices of a CPU plugin (XLA's thread pools grow with them) [the plugin's: 4]",
     "TORCH_TPU_HOST_MALLOC": "keep (one glibc arena) or system (glibc's defaults) on the CPU plugins "

@@ -25,6 +25,7 @@ void registerPallasBindings(py::module& m);        // PallasBindings.cpp
 void registerDistributedBindings(py::module& m);   // DistributedBindings.cpp
 namespace tpu::python {
 void initEagerModes(py::module& m);  // EagerModes.cpp
+void initOptimizerStep(py::module& m);  // OptimizerStep.cpp
 }
 namespace tpu::aten {
 std::string registerFbgemmKernels();  // JaggedKernels.cpp: "" or why the kernels could not be registered
@@ -218,4 +219,5 @@ PYBIND11_MODULE(_C, m) {
   registerPallasBindings(m);
   registerDistributedBindings(m);
   python::initEagerModes(m);
+  python::initOptimizerStep(m);
 }

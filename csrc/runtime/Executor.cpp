@@ -164,8 +164,12 @@ void Executor::replayCompiledGraph(const CapturedGraph& g, const std::vector<Dev
   ++stats_.compiledGraphs;
 }
 
-bool Executor::beginOpGroup() {
-  std::lock_guard<std::mutex> lock(mutex_);
+bool Executor::beginOpGroup(bool waitForOtherThread) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (waitForOtherThread && grouping_ && groupThread_ != std::this_thread::get_id()) {
+    // Bounded: a step that itself waits for this thread (a barrier inside it) must not hang both.
+    groupEnded_.wait_for(lock, std::chrono::seconds(10), [this] { return !grouping_; });
+  }
   if (fusedMode_ || grouping_) return false;
   grouping_ = true;
   groupThread_ = std::this_thread::get_id();
@@ -173,12 +177,17 @@ bool Executor::beginOpGroup() {
   return true;
 }
 
-bool Executor::fusesHereLocked() {
+bool Executor::fusesHereLocked(const OpCall& call) {
   if (!grouping_) return fusedMode_;  // under the lock: a group may have ended since the caller looked
   if (groupThread_ == std::this_thread::get_id()) return true;
-  // Another thread's op while a group is open runs strict, as its thread's mode says, after the group so far
-  // (it may read what the group wrote); its ops never join the group (their programs stay as they are).
-  fusedGraph_.flush("op group: another thread");
+  // Another thread's op while a group is open runs strict, as its thread's mode says; its ops never join the
+  // group (their programs stay as they are). One that touches a storage the group holds runs after the group so
+  // far (it may read what the group wrote, or overwrite what it read); any other leaves the group whole, so that
+  // where threads' ops interleave never changes how a group is cut (nor its rounding).
+  auto held = [](const TensorArg& a) { return a.storage->inGraph; };
+  if (std::any_of(call.inputs.begin(), call.inputs.end(), held) ||
+      std::any_of(call.outputs.begin(), call.outputs.end(), held))
+    fusedGraph_.flush("op group: another thread");
   return false;
 }
 
@@ -187,6 +196,10 @@ void Executor::endOpGroup() {
   if (!grouping_) return;
   grouping_ = false;
   fusedMode_ = false;
+  struct Notify {  // also when the flush raises
+    std::condition_variable& ended;
+    ~Notify() { ended.notify_all(); }
+  } notify{groupEnded_};
   fusedGraph_.flushOpGroup();
 }
 
@@ -268,7 +281,7 @@ void Executor::run(const OpCall& call, FunctionRef<BuildFn> build) {
   int device = deviceOf(call);
   if (fusedMode_) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (fusesHereLocked()) {
+    if (fusesHereLocked(call)) {
       recordFusedLocked(call, build, device);
       return;
     }

@@ -6,6 +6,7 @@
 // waits for and checks every op. Index kernels record out-of-range indices in
 // a per-device error flag that every sync point checks (in every mode).
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -105,7 +106,10 @@ class Executor {
   // An op group (ForeachKernels.cpp): in Strict mode, the ops until endOpGroup trace into one fused graph, flushed
   // at the end, with fused replay (a repeated group binds to its recorded program, no trace). False, and nothing
   // to end, where ops are fused already (Fused mode, a compiled graph) or a group is open.
-  bool beginOpGroup();
+  // `waitForOtherThread`: a group another thread has open is waited for (up to 10 s) rather than refused, so
+  // that threads' steps group alike however they interleave (the caller must not hold what that thread needs:
+  // torch_tpu/optim.py waits with the GIL released).
+  bool beginOpGroup(bool waitForOtherThread = false);
   void endOpGroup();
   // Inside a compiled-graph scope: the graph's final flush records what it ran.
   void captureCompiledGraph(std::shared_ptr<CapturedGraph> into);
@@ -193,10 +197,11 @@ class Executor {
   int captureDepth_ = 0;           // open compiled-graph scopes
   bool fusedBeforeCapture_ = false;  // the eager mode's policy, restored at the end
   bool grouping_ = false;            // an op group is open (beginOpGroup), by groupThread_
+  std::condition_variable groupEnded_;  // notified (under mutex_) when a group ends
   std::thread::id groupThread_;
-  // Whether this thread's op joins the fused graph; another thread's op while a group is open flushes the group
-  // and runs strict. Both with the lock held.
-  bool fusesHereLocked();
+  // Whether this thread's op joins the fused graph; another thread's op while a group is open runs strict (after
+  // the group so far when it touches a storage the group holds). Both with the lock held.
+  bool fusesHereLocked(const OpCall& call);
   void recordFusedLocked(const OpCall& call, FunctionRef<BuildFn> build, int device);
 };
 

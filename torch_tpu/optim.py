@@ -1,0 +1,58 @@
+"""A torch.optim step on tpu parameters runs as one program in Strict mode.
+
+AdamW's default (foreach) step is eight foreach ops, each one program (an op group), so eight launches a step.
+Strict mode traces the whole step into one op group instead (csrc/python/OptimizerStep.cpp): one program,
+replayed without tracing from the second step on, and every parameter, gradient and state buffer read once.
+The values are those of the per-op programs (the same ops, the same order); a host read inside the step runs
+what is traced so far, as anywhere in an op group.
+
+A step qualifies when every parameter is a plain dense tpu tensor (not a tensor subclass such as DTensor, whose
+ops may talk to other processes) and no closure is given (a closure runs the forward and backward inside the
+step). Debug mode keeps its per-op checks; Fused mode and torch.compile fuse the step already.
+TORCH_TPU_OPTIMIZER_PROGRAMS=0 (read at import) leaves steps to their per-op programs.
+"""
+import os
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+from . import _C
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _qualifies(optimizer, args, kwargs) -> bool:
+    if len(args) > 1 and args[1] is not None or kwargs.get("closure") is not None:
+        return False
+    seen = False
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if type(p) not in _PLAIN or p.device.type != "tpu" or p.layout != torch.strided:
+                return False
+            if p.grad is not None and p.grad.layout != torch.strided:
+                return False
+            seen = True
+    return seen
+
+
+def _before_step(optimizer, args, kwargs):
+    # Dynamo traces the hooks with the step: a compiled step is one graph already (and must not break here).
+    if torch.compiler.is_compiling():
+        return
+    if _qualifies(optimizer, args, kwargs):
+        _C._optimizer_step_begin()
+
+
+def _after_step(optimizer, args, kwargs):
+    if torch.compiler.is_compiling():
+        return
+    _C._optimizer_step_end()
+
+
+def install() -> None:
+    """Registers the global step hooks (once, at import)."""
+    if os.environ.get("TORCH_TPU_OPTIMIZER_PROGRAMS") == "0" or getattr(install, "done", False):
+        return
+    register_optimizer_step_pre_hook(_before_step)
+    register_optimizer_step_post_hook(_after_step)
+    install.done = True
