@@ -3,8 +3,11 @@
 AdamW's default (foreach) step is eight foreach ops, each one program (an op group), so eight launches a step.
 Strict mode traces the whole step into one op group instead (csrc/python/OptimizerStep.cpp): one program,
 replayed without tracing from the second step on, and every parameter, gradient and state buffer read once.
-The values are those of the per-op programs (the same ops, the same order); a host read inside the step runs
-what is traced so far, as anywhere in an op group.
+It runs the same ops in the same order, but XLA fuses across them (one op's multiply may meet the next op's add
+in one fused multiply-add), so a value can differ from the per-op programs' in its last bit, as Fused mode's
+do. A host read inside the step runs what is traced so far, as anywhere in an op group. Threads stay
+deterministic: another thread's ops never cut the group unless they touch its tensors, and another thread's
+step waits for it (Executor::beginOpGroup).
 
 A step qualifies when every parameter is a plain dense tpu tensor (not a tensor subclass such as DTensor, whose
 ops may talk to other processes) and no closure is given (a closure runs the forward and backward inside the
