@@ -193,7 +193,7 @@ bool Executor::fusesHereLocked(const OpCall& call) {
 
 void Executor::endOpGroup() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!grouping_) return;
+  if (!grouping_ || groupThread_ != std::this_thread::get_id()) return;  // never another thread's group
   grouping_ = false;
   fusedMode_ = false;
   struct Notify {  // also when the flush raises
