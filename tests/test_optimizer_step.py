@@ -2,6 +2,7 @@
 import os
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -33,6 +34,22 @@ CONFIGS = [
 
 def _flushes():
     return _C._fused_stats()["flushes"]
+
+
+class _Stepping(torch.optim.Optimizer):
+    """An optimizer whose step each test writes (no hyperparameters)."""
+
+    def __init__(self, params):
+        super().__init__(params, {})
+
+
+def _step_beside(optimizer, other_thread):
+    """optimizer.step() on this thread while other_thread() runs on another; the join is bounded."""
+    t = threading.Thread(target=other_thread)
+    t.start()
+    optimizer.step()
+    t.join(60)
+    assert not t.is_alive()
 
 
 def _params(device, dtype):
@@ -75,10 +92,7 @@ def test_step_matches_cpu(mode, cls, kwargs):
 
 
 def test_a_raising_step_leaves_strict_mode_as_it_was(mode):
-    class Raising(torch.optim.Optimizer):
-        def __init__(self, params):
-            super().__init__(params, {})
-
+    class Raising(_Stepping):
         @torch.no_grad()
         def step(self, closure=None):
             for group in self.param_groups:
@@ -172,17 +186,12 @@ def test_programs_per_op_when_turned_off():
 
 @pytest.mark.parametrize("touch", [False, True], ids=["own-tensors", "the-steps-tensor"])
 def test_another_threads_op_cuts_a_step_only_where_it_touches_it(mode, touch):
-    import threading
-
     params = _params("tpu", torch.float32)
     start = params[0].detach().cpu()
     mine = torch.arange(8.0).to("tpu")
     inside, resume = threading.Event(), threading.Event()
 
-    class Pausing(torch.optim.Optimizer):
-        def __init__(self, params):
-            super().__init__(params, {})
-
+    class Pausing(_Stepping):
         @torch.no_grad()
         def step(self, closure=None):
             p = self.param_groups[0]["params"][0]
@@ -200,11 +209,7 @@ def test_another_threads_op_cuts_a_step_only_where_it_touches_it(mode, touch):
         resume.set()
 
     before = _flushes()
-    t = threading.Thread(target=other_thread)
-    t.start()
-    Pausing(params).step()
-    t.join(60)
-    assert not t.is_alive()
+    _step_beside(Pausing(params), other_thread)
     torch.testing.assert_close(seen["value"], start + 1 if touch else torch.arange(8.0) * 3, atol=0, rtol=0)
     torch.testing.assert_close(params[0].detach().cpu(), (start + 1) * 2, atol=0, rtol=0)
     if mode == "strict":
@@ -212,17 +217,12 @@ def test_another_threads_op_cuts_a_step_only_where_it_touches_it(mode, touch):
 
 
 def test_another_threads_step_waits_for_an_open_step(mode):
-    import threading
-
     first, second = _params("tpu", torch.float32), _params("tpu", torch.float32)
     for p in second:
         p.grad = torch.ones_like(p)
     inside = threading.Event()
 
-    class Pausing(torch.optim.Optimizer):
-        def __init__(self, params):
-            super().__init__(params, {})
-
+    class Pausing(_Stepping):
         @torch.no_grad()
         def step(self, closure=None):
             self.param_groups[0]["params"][0].add_(1.0)
@@ -234,11 +234,7 @@ def test_another_threads_step_waits_for_an_open_step(mode):
         torch.optim.SGD(second, lr=0.1, foreach=False).step()
 
     before = _flushes()
-    t = threading.Thread(target=other_thread)
-    t.start()
-    Pausing(first).step()
-    t.join(60)
-    assert not t.is_alive()
+    _step_beside(Pausing(first), other_thread)
     # Strict: each step one group, the second waited for the first rather than running its ops one by one.
     if mode == "strict":
         assert _flushes() - before == 2
