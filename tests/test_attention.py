@@ -1,8 +1,10 @@
 """Scaled dot-product attention as one op (csrc/aten/AttentionKernels.cpp): F.scaled_dot_product_attention on tpu
 picks SDPBackend.OVERRIDEABLE where the shapes fit and runs `_scaled_dot_product_fused_attention_overrideable`
-and its backward, one program each in Strict mode. Values and gradients against float64 CPU in all three modes,
-with a tolerance from CPU float32's own error; the math path where the user asks for it, for dropout and for
-shapes the fused op does not take; torch.compile through it."""
+and its backward, one program each in Strict mode; eager training whose probabilities are no larger than q, k and
+v keeps them for the backward instead (csrc/aten/AttentionAutograd.cpp), also one program each way. Values and
+gradients against float64 CPU in all three modes, with a tolerance from CPU float32's own error, on both paths;
+the math path where the user asks for it, for dropout and for shapes the fused op does not take; torch.compile
+through it."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -37,7 +39,24 @@ CASES = {
     "float_bias": (2, 3, 3, 4, 5, 8, 8, lambda: {"attn_mask": torch.randn(1, 3, 4, 5,
                                                                           generator=torch.Generator().manual_seed(9),
                                                                           requires_grad=True)}),
+    # keys longer than q, k and v are wide: the probabilities are recomputed in the backward (the one op's)
+    "plain_long": (1, 2, 2, 12, 40, 4, 4, lambda: {}),
+    "causal_long": (1, 2, 2, 24, 24, 4, 4, lambda: {"is_causal": True}),
+    "gqa_long": (1, 4, 2, 16, 32, 4, 4, lambda: {"enable_gqa": True}),
+    "bool_mask_long": (1, 2, 2, 16, 40, 4, 4, lambda: {"attn_mask": _bool_mask(1, 16, 40)}),
 }
+
+KEEPS = "torch::autograd::CppNode<tpu::aten::(anonymous namespace)::AttentionKeepingProbabilities>"
+RECOMPUTES = "ScaledDotProductFusedAttentionOverrideableBackward0"
+
+
+def _backward_name(q, k, v):
+    """Which backward a training call gets: the probabilities (float32 for every floating dtype but float64) are
+    kept where they take no more bytes than q, k and v together."""
+    b, hq, lq, lk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    item = 8 if q.dtype == torch.float64 else 4
+    fits = b * hq * lq * lk * item <= sum(t.numel() * t.element_size() for t in (q, k, v))
+    return KEEPS if fits else RECOMPUTES
 
 
 def _run(args, kwargs, device, dtype):
@@ -65,7 +84,8 @@ def _check(case, dtype=torch.float32, seeds=3):
         args, kwargs = _inputs(b, hq, hk, lq, lk, d, dv, seed=seed), make_kwargs()
         exact, want, got = (_run(args, kwargs, device, dt) for device, dt in
                             (("cpu", torch.float64), ("cpu", dtype), ("tpu", dtype)))
-        assert got[0].grad_fn.name() == "ScaledDotProductFusedAttentionOverrideableBackward0"
+        leaves = [a.to(dtype) for a in args]
+        assert got[0].grad_fn.name() == _backward_name(*leaves)
         runs.append([(g, w, e) for g, w, e in zip([got[0], *got[1]], [want[0], *want[1]], [exact[0], *exact[1]])])
     eps = torch.finfo(dtype).eps
     bars = [max((w.double() - e).abs().max().item() for w, e in ((r[i][1], r[i][2]) for r in runs))
@@ -86,13 +106,15 @@ def test_sdpa_bfloat16_matches_cpu(mode):
     _check("gqa_causal_scale", torch.bfloat16)
 
 
-def test_strict_sdpa_is_one_program_each_way():
+@pytest.mark.parametrize("lk", [8, 64])  # keeps the probabilities, recomputes them
+def test_strict_sdpa_is_one_program_each_way(lk):
     with torch_tpu.eager_mode("strict"):
-        q, k, v = (t.to("tpu").requires_grad_() for t in _inputs(2, 2, 2, 8, 8, 8, 8, seed=3))
+        q, k, v = (t.to("tpu").requires_grad_() for t in _inputs(2, 2, 2, lk, lk, 8, 8, seed=3))
+        assert F.scaled_dot_product_attention(q, k, v).grad_fn.name() == (KEEPS if lk == 8 else RECOMPUTES)
         for _ in range(2):  # the second call replays the recorded programs
             torch.tpu.synchronize()
             before = torch_tpu._C._fused_stats()
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            out = F.scaled_dot_product_attention(q, k, v)
             mid = torch_tpu._C._fused_stats()
             out.backward(torch.ones_like(out))
             after = torch_tpu._C._fused_stats()
@@ -141,3 +163,56 @@ def test_compiled_sdpa_matches_cpu():
     for g, w, e in zip(grads["got"], grads["want"], grads["exact"]):
         tol = 4 * max((w.double() - e).abs().max().item(), torch.finfo(torch.float32).eps * e.abs().max().item())
         torch.testing.assert_close(g.cpu().double(), e, rtol=0, atol=tol)
+
+
+def _leaves(args, device, dtype):
+    return [a.detach().to(device, dtype).requires_grad_() for a in args]
+
+
+def test_kept_probabilities_output_takes_in_place_ops(mode):
+    """The training path's output is memory of its own, not a view of the node's temporaries: an in-place op
+    on it is allowed and differentiated (CPU's flash backward keeps its output, so CPU runs the same ops out of
+    place)."""
+    args = _inputs(2, 2, 2, 6, 6, 8, 8, seed=11)
+    grads = {}
+    for device, dtype in (("cpu", torch.float64), ("cpu", torch.float32), ("tpu", torch.float32)):
+        leaves = _leaves(args, device, dtype)
+        out = F.scaled_dot_product_attention(*leaves, is_causal=True)
+        if device == "tpu":
+            assert out.grad_fn.name() == KEEPS and not out._is_view()
+        out = out.mul_(3).sigmoid_() if device == "tpu" else out.mul(3).sigmoid()
+        out.sum().backward()
+        grads[device, dtype] = [t.grad for t in leaves]
+    for got, want, exact in zip(grads["tpu", torch.float32], grads["cpu", torch.float32], grads["cpu", torch.float64]):
+        tol = 4 * max((want.double() - exact).abs().max().item(), torch.finfo(torch.float32).eps)
+        torch.testing.assert_close(got.cpu().double(), exact, rtol=0, atol=tol)
+
+
+def test_kept_probabilities_double_backward_matches_cpu(mode):
+    """create_graph: the backward recomputes the probabilities with autograd recording, so second derivatives
+    (through the probabilities too) are those of CPU's math path (its flash kernel has none)."""
+    import contextlib
+
+    args = _inputs(1, 2, 2, 5, 5, 4, 4, seed=12)
+    results = {}
+    for device, dtype in (("cpu", torch.float64), ("cpu", torch.float32), ("tpu", torch.float32)):
+        q, k, v = _leaves(args, device, dtype)
+        with sdpa_kernel([SDPBackend.MATH]) if device == "cpu" else contextlib.nullcontext():
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if device == "tpu":
+            assert out.grad_fn.name() == KEEPS
+        gq, = torch.autograd.grad(out.pow(2).sum(), q, create_graph=True)
+        results[device, dtype] = torch.autograd.grad(gq.sum(), [q, k, v])
+    for got, want, exact in zip(results["tpu", torch.float32], results["cpu", torch.float32],
+                                results["cpu", torch.float64]):
+        tol = 4 * max((want.double() - exact).abs().max().item(), torch.finfo(torch.float32).eps * exact.abs().max().item())
+        torch.testing.assert_close(got.cpu().double(), exact, rtol=0, atol=tol)
+
+
+def test_inference_and_subclasses_take_the_one_op(mode):
+    """No gradient recorded: the one op's forward (nothing kept); the training path only where autograd records."""
+    q, k, v = (t.to("tpu") for t in _inputs(1, 2, 2, 4, 4, 8, 8, seed=13))
+    with torch.no_grad():
+        out = F.scaled_dot_product_attention(q.requires_grad_(), k, v)
+    assert out.grad_fn is None
+    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q.detach().cpu(), k.cpu(), v.cpu()))

@@ -4,7 +4,8 @@
 // choice stub picks OVERRIDEABLE where the shapes fit, and _scaled_dot_product_fused_attention_overrideable and
 // its backward run as one op group each (OpGroup.h): one program per call in Strict mode, one node in a compiled
 // or fused graph. Nothing of size (L, S) is saved: the backward recomputes the probabilities from the scores, as
-// flash attention does (the forward's logsumexp is returned, as the schema asks).
+// flash attention does (the forward's logsumexp is returned, as the schema asks). Eager training where the
+// probabilities are no larger than q, k and v takes AttentionAutograd.cpp instead, which keeps them.
 //
 // Semantics follow the math path: is_causal is the top-left aligned lower triangle, a row whose every score is
 // masked out gives zeros (ATen's _safe_softmax), bf16/fp16 compute in float32. Grouped-query attention (fewer key
@@ -23,11 +24,11 @@
 #include <numeric>
 #include <vector>
 
+#include "AttentionMath.h"
 #include "Elementwise.h"
 #include "OpGroup.h"
 
 namespace tpu::aten {
-namespace {
 
 using at::Tensor;
 
@@ -42,15 +43,6 @@ bool fitsOneOp(const Tensor& q, const Tensor& k, const Tensor& v, double dropout
     return false;
   if (q.sym_size(1) == k.sym_size(1)) return true;
   return enableGqa && k.sym_size(1) > 0 && q.sym_size(1) % k.sym_size(1) == 0;
-}
-
-int64_t fusedSdpChoice(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& /*mask*/,
-                       double dropoutP, bool /*isCausal*/, std::optional<double> /*scale*/, bool enableGqa) {
-  auto& ctx = at::globalContext();
-  if (ctx.userEnabledOverrideableSDP() && fitsOneOp(q, k, v, dropoutP, enableGqa))
-    return static_cast<int64_t>(at::SDPBackend::overrideable);
-  if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
-  return static_cast<int64_t>(at::SDPBackend::error);  // ATen then says no viable backend was found
 }
 
 // Keys or values of (B, Hk, S, D) for queries of Hq = Hk * G heads: query head h reads head h / G (enable_gqa).
@@ -108,6 +100,17 @@ Tensor inLayoutOf(const Tensor& t, const Tensor& ref) {
 
 double softmaxScale(const Tensor& q, std::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+namespace {
+
+int64_t fusedSdpChoice(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& /*mask*/,
+                       double dropoutP, bool /*isCausal*/, std::optional<double> /*scale*/, bool enableGqa) {
+  auto& ctx = at::globalContext();
+  if (ctx.userEnabledOverrideableSDP() && fitsOneOp(q, k, v, dropoutP, enableGqa))
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  if (ctx.userEnabledMathSDP()) return static_cast<int64_t>(at::SDPBackend::math);
+  return static_cast<int64_t>(at::SDPBackend::error);  // ATen then says no viable backend was found
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, c10::SymInt, c10::SymInt, Tensor, Tensor, Tensor> attentionForward(

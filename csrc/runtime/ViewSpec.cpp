@@ -158,12 +158,13 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, co
   int64_t end = std::min(available, v.offset + length);
   Value range;
   if (offset) {
-    // The last block runs past the last element the view touches: pad by that much (a constant
-    // of the view's shape), so one program reads at every offset.
-    int64_t over = length - viewExtent(v);
-    Value padded = over > 0 ? b.pad(flat, b.constant(flat.dtype(), 0), {0}, {over}, {0}) : flat;
-    Value blocked = b.reshape(b.dynamicSlice(padded, {offset, 1}, {length}), block);
-    return finishBlockRead(b, blocked, v, dims, block, limits, out);
+    // The view's own range (in bounds at every valid offset), padded to whole blocks: the last block
+    // runs past the last element the view touches by a constant of the view's shape. Padding the range,
+    // not the storage, lets XLA fuse the read into its user instead of copying the whole storage.
+    int64_t extent = viewExtent(v);
+    Value range = b.dynamicSlice(flat, {offset, 1}, {extent});
+    if (length > extent) range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {length - extent}, {0});
+    return finishBlockRead(b, b.reshape(range, block), v, dims, block, limits, out);
   }
   range = b.slice(flat, {v.offset}, {end}, {1});
   if (end - v.offset < length)

@@ -1,0 +1,31 @@
+// The pieces of scaled dot-product attention shared by the one-op kernels (AttentionKernels.cpp) and the training
+// path that keeps the probabilities for the backward (AttentionAutograd.cpp). Each is built from ATen ops, so it
+// runs inside whatever program its caller groups it into.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <tuple>
+
+namespace tpu::aten {
+
+// (B, Hq, L, E) queries, (B, Hk, S, E) keys, (B, Hk, S, Ev) values of one floating dtype, no dropout, Hq = Hk or
+// (enable_gqa) a multiple of it: what one program computes. Everything else takes ATen's math path.
+bool fitsOneOp(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double dropoutP, bool enableGqa);
+// Keys or values repeated to the query heads (grouped-query attention), and the gradient of that.
+at::Tensor repeatHeads(const at::Tensor& t, int64_t queryHeads);
+at::Tensor sumHeads(const at::Tensor& grad, int64_t heads);
+// scale * q k^T (+ bias, or the causal triangle), in the compute type: (B, H, L, S).
+at::Tensor attentionScores(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& bias,
+                           bool isCausal, double scale);
+// exp(s - row max), its row sum (1 for an empty row), the row max and which rows are empty (every score -inf).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> softmaxParts(const at::Tensor& s);
+// t (contiguous) laid out in ref's dim order.
+at::Tensor inLayoutOf(const at::Tensor& t, const at::Tensor& ref);
+double softmaxScale(const at::Tensor& q, std::optional<double> scale);
+// The probabilities, (B, Hq, L, S) in the compute type, take no more bytes than q, k and v together: a training
+// attention keeps them for its backward rather than recompute them (AttentionAutograd.cpp).
+bool probabilitiesFit(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+
+}  // namespace tpu::aten
