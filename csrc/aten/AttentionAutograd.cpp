@@ -14,7 +14,6 @@
 #include <ATen/SDPBackend.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/scaled_dot_product_attention_native.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -23,20 +22,21 @@
 #include "AttentionMath.h"
 #include "Elementwise.h"
 #include "OpGroup.h"
+#include "OwnAutograd.h"
 
 namespace tpu::aten {
-
-bool probabilitiesFit(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  int64_t bytes = q.size(0) * q.size(1) * q.size(2) * k.size(2) *
-                  static_cast<int64_t>(c10::elementSize(opmathType(q.scalar_type())));
-  return bytes <= static_cast<int64_t>(q.nbytes() + k.nbytes() + v.nbytes());
-}
-
 namespace {
 
 using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
+
+// The probabilities, (B, Hq, L, S) in the compute type, take no more bytes than q, k and v together.
+bool probabilitiesFit(const Tensor& q, const Tensor& k, const Tensor& v) {
+  int64_t bytes = q.size(0) * q.size(1) * q.size(2) * k.size(2) *
+                  static_cast<int64_t>(c10::elementSize(opmathType(q.scalar_type())));
+  return bytes <= static_cast<int64_t>(q.nbytes() + k.nbytes() + v.nbytes());
+}
 
 // A boolean mask as the additive bias ATen's composite makes of it (0 where kept, -inf where masked out).
 std::optional<Tensor> additiveBias(const Tensor& mask, c10::ScalarType computeType) {
@@ -103,26 +103,17 @@ struct AttentionKeepingProbabilities : public torch::autograd::Function<Attentio
   }
 };
 
-bool plain(const Tensor& t) {
-  c10::DispatchKeySet keys = t.key_set();
-  return !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) && !t.is_nested() &&
-         !t._fw_grad(/*level=*/0).defined();
-}
-
-bool functorchActive() {
-  return c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode);
-}
-
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attnMask,
                  double dropoutP, bool isCausal, std::optional<double> scale, bool enableGqa) {
   Tensor mask = attnMask.has_value() ? *attnMask : Tensor();
   auto composite = [&] {
     return at::native::scaled_dot_product_attention(q, k, v, attnMask, dropoutP, isCausal, scale, enableGqa);
   };
-  bool records = at::GradMode::is_enabled() &&
-                 (q.requires_grad() || k.requires_grad() || v.requires_grad() || (mask.defined() && mask.requires_grad()));
-  if (!records || !plain(q) || !plain(k) || !plain(v) || (mask.defined() && !plain(mask)) || functorchActive())
-    return composite();
+  bool records = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
+                                                 (mask.defined() && mask.requires_grad()));
+  bool plain = plainForOwnNode(q) && plainForOwnNode(k) && plainForOwnNode(v) &&
+               (!mask.defined() || plainForOwnNode(mask));
+  if (!records || !plain || functorchActive()) return composite();
   // A mask of another dtype, and shapes the one op does not take: the composite's checks and errors.
   if (mask.defined() && mask.scalar_type() != at::kBool && mask.scalar_type() != q.scalar_type()) return composite();
   if (at::_fused_sdp_choice(q, k, v, attnMask, dropoutP, isCausal, scale, enableGqa) !=

@@ -24,8 +24,5 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> softmaxParts(const at
 // t (contiguous) laid out in ref's dim order.
 at::Tensor inLayoutOf(const at::Tensor& t, const at::Tensor& ref);
 double softmaxScale(const at::Tensor& q, std::optional<double> scale);
-// The probabilities, (B, Hq, L, S) in the compute type, take no more bytes than q, k and v together: a training
-// attention keeps them for its backward rather than recompute them (AttentionAutograd.cpp).
-bool probabilitiesFit(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
 
 }  // namespace tpu::aten

@@ -12,11 +12,11 @@
 #include <ATen/FunctionalTensorWrapper.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/linear_native.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "OpGroup.h"
+#include "OwnAutograd.h"
 
 namespace tpu::aten {
 namespace {
@@ -56,24 +56,14 @@ struct LinearFunction : public torch::autograd::Function<LinearFunction> {
   }
 };
 
-bool plain(const Tensor& t) {
-  c10::DispatchKeySet keys = t.key_set();
-  return !keys.has(c10::DispatchKey::Python) && !keys.has(c10::DispatchKey::Functionalize) && !t.is_nested() &&
-         !t._fw_grad(/*level=*/0).defined();
-}
-
-bool functorchActive() {
-  return c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode);
-}
-
 Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
   bool hasBias = bias.has_value() && bias->defined();
   bool records = at::GradMode::is_enabled() &&
                  (input.requires_grad() || weight.requires_grad() || (hasBias && bias->requires_grad()));
   bool shapes = weight.dim() == 2 && input.dim() >= 1 &&
                 (!hasBias || (bias->dim() == 1 && bias->size(0) == weight.size(0)));
-  if (!records || !shapes || runtime::eagerMode() != runtime::EagerMode::Strict || !plain(input) || !plain(weight) ||
-      (hasBias && !plain(*bias)) || functorchActive())
+  bool plain = plainForOwnNode(input) && plainForOwnNode(weight) && (!hasBias || plainForOwnNode(*bias));
+  if (!records || !shapes || runtime::eagerMode() != runtime::EagerMode::Strict || !plain || functorchActive())
     return at::native::linear(input, weight, bias);
   return LinearFunction::apply(input, weight, bias);
 }

@@ -162,7 +162,7 @@ bool tryBlockRead(hlo::Builder& b, Value flat, const ViewSpec& v, Value& out, co
     // runs past the last element the view touches by a constant of the view's shape. Padding the range,
     // not the storage, lets XLA fuse the read into its user instead of copying the whole storage.
     int64_t extent = viewExtent(v);
-    Value range = b.dynamicSlice(flat, {offset, 1}, {extent});
+    range = b.dynamicSlice(flat, {offset, 1}, {extent});
     if (length > extent) range = b.pad(range, b.constant(flat.dtype(), 0), {0}, {length - extent}, {0});
     return finishBlockRead(b, b.reshape(range, block), v, dims, block, limits, out);
   }
