@@ -5,6 +5,8 @@ v keeps them for the backward instead (csrc/aten/AttentionAutograd.cpp), also on
 gradients against float64 CPU in all three modes, with a tolerance from CPU float32's own error, on both paths;
 the math path where the user asks for it, for dropout and for shapes the fused op does not take; torch.compile
 through it."""
+import contextlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -84,8 +86,7 @@ def _check(case, dtype=torch.float32, seeds=3):
         args, kwargs = _inputs(b, hq, hk, lq, lk, d, dv, seed=seed), make_kwargs()
         exact, want, got = (_run(args, kwargs, device, dt) for device, dt in
                             (("cpu", torch.float64), ("cpu", dtype), ("tpu", dtype)))
-        leaves = [a.to(dtype) for a in args]
-        assert got[0].grad_fn.name() == _backward_name(*leaves)
+        assert got[0].grad_fn.name() == _backward_name(*(a.to(dtype) for a in args))
         runs.append([(g, w, e) for g, w, e in zip([got[0], *got[1]], [want[0], *want[1]], [exact[0], *exact[1]])])
     eps = torch.finfo(dtype).eps
     bars = [max((w.double() - e).abs().max().item() for w, e in ((r[i][1], r[i][2]) for r in runs))
@@ -191,8 +192,6 @@ def test_kept_probabilities_output_takes_in_place_ops(mode):
 def test_kept_probabilities_double_backward_matches_cpu(mode):
     """create_graph: the backward recomputes the probabilities with autograd recording, so second derivatives
     (through the probabilities too) are those of CPU's math path (its flash kernel has none)."""
-    import contextlib
-
     args = _inputs(1, 2, 2, 5, 5, 4, 4, seed=12)
     results = {}
     for device, dtype in (("cpu", torch.float64), ("cpu", torch.float32), ("tpu", torch.float32)):
@@ -205,14 +204,20 @@ def test_kept_probabilities_double_backward_matches_cpu(mode):
         results[device, dtype] = torch.autograd.grad(gq.sum(), [q, k, v])
     for got, want, exact in zip(results["tpu", torch.float32], results["cpu", torch.float32],
                                 results["cpu", torch.float64]):
-        tol = 4 * max((want.double() - exact).abs().max().item(), torch.finfo(torch.float32).eps * exact.abs().max().item())
+        eps = torch.finfo(torch.float32).eps
+        tol = 4 * max((want.double() - exact).abs().max().item(), eps * exact.abs().max().item())
         torch.testing.assert_close(got.cpu().double(), exact, rtol=0, atol=tol)
 
 
-def test_inference_and_subclasses_take_the_one_op(mode):
-    """No gradient recorded: the one op's forward (nothing kept); the training path only where autograd records."""
-    q, k, v = (t.to("tpu") for t in _inputs(1, 2, 2, 4, 4, 8, 8, seed=13))
-    with torch.no_grad():
-        out = F.scaled_dot_product_attention(q.requires_grad_(), k, v)
-    assert out.grad_fn is None
-    torch.testing.assert_close(out.cpu(), F.scaled_dot_product_attention(q.detach().cpu(), k.cpu(), v.cpu()))
+def test_inference_takes_the_one_op(mode):
+    """No gradient recorded: the one op's forward, which keeps nothing; the training path only where autograd
+    records."""
+    q, k, v = (t.to("tpu").requires_grad_() for t in _inputs(1, 2, 2, 4, 4, 8, 8, seed=13))
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad), torch.profiler.profile() as prof:
+            out = F.scaled_dot_product_attention(q, k, v)
+        ran = {e.key for e in prof.key_averages()}
+        assert ("aten::_scaled_dot_product_fused_attention_overrideable" in ran) == (not grad)
+        assert (out.grad_fn is None) == (not grad)
+        want = F.scaled_dot_product_attention(q.detach().cpu(), k.detach().cpu(), v.detach().cpu())
+        torch.testing.assert_close(out.detach().cpu(), want)
