@@ -46,12 +46,9 @@ std::optional<Tensor> additiveBias(const Tensor& mask, c10::ScalarType computeTy
       .masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
-// The probabilities softmax(scores) in the compute type, a row with no unmasked score all zeros.
+// The probabilities with a boolean mask made additive.
 Tensor probabilities(const Tensor& q, const Tensor& k, const Tensor& mask, bool isCausal, double scale) {
-  c10::ScalarType ct = opmathType(q.scalar_type());
-  Tensor s = attentionScores(q.to(ct), repeatHeads(k.to(ct), q.size(1)), additiveBias(mask, ct), isCausal, scale);
-  auto [e, safeSum, rowMax, empty] = softmaxParts(s);
-  return e.div(safeSum);
+  return attentionProbabilities(q, k, additiveBias(mask, opmathType(q.scalar_type())), isCausal, scale);
 }
 
 struct AttentionKeepingProbabilities : public torch::autograd::Function<AttentionKeepingProbabilities> {
@@ -79,25 +76,14 @@ struct AttentionKeepingProbabilities : public torch::autograd::Function<Attentio
     Tensor mask = saved.size() > 4 ? saved[4] : Tensor();
     bool isCausal = ctx->saved_data["causal"].toBool();
     double scale = ctx->saved_data["scale"].toDouble();
-    bool needMask = mask.defined() && mask.is_floating_point() && ctx->needs_input_grad(3);
     return asOneProgram([&] {
       // A double backward (create_graph) differentiates the probabilities too: recompute them from q and k with
       // autograd recording, rather than use the kept ones, which are constants.
       Tensor p = at::GradMode::is_enabled() ? probabilities(q, k, mask, isCausal, scale) : saved[3];
-      c10::ScalarType ct = p.scalar_type();
-      int64_t heads = q.size(1), keyHeads = k.size(1);
-      Tensor dO = grads[0].to(ct);
-      Tensor dP = at::matmul(dO, repeatHeads(v.to(ct), heads).transpose(-2, -1));
-      Tensor dS = p.mul(dP.sub(p.mul(dP).sum(-1, true)));  // the softmax's backward
-      Tensor gq, gk, gv, gmask;
-      if (ctx->needs_input_grad(0))
-        gq = inLayoutOf(at::matmul(dS, repeatHeads(k.to(ct), heads)).mul(scale).to(q.scalar_type()), q);
-      if (ctx->needs_input_grad(1))
-        gk = inLayoutOf(sumHeads(at::matmul(dS.transpose(-2, -1), q.to(ct)).mul(scale), keyHeads).to(k.scalar_type()),
-                        k);
-      if (ctx->needs_input_grad(2))
-        gv = inLayoutOf(sumHeads(at::matmul(p.transpose(-2, -1), dO), keyHeads).to(v.scalar_type()), v);
-      if (needMask) gmask = at::sum_to(dS, mask.sizes()).to(mask.scalar_type());
+      // An absent mask is no input of the node: needs_input_grad(3) only for a given one.
+      bool needMask = mask.defined() && mask.is_floating_point() && ctx->needs_input_grad(3);
+      std::array<bool, 4> need{ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2), needMask};
+      auto [gq, gk, gv, gmask] = attentionGradients(grads[0], q, k, v, p, mask, need, scale);
       return variable_list{gq, gk, gv, gmask, Tensor(), Tensor()};
     });
   }

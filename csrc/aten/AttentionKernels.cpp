@@ -102,6 +102,36 @@ double softmaxScale(const Tensor& q, std::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
+Tensor attentionProbabilities(const Tensor& q, const Tensor& k, const std::optional<Tensor>& bias, bool isCausal,
+                              double scale) {
+  c10::ScalarType ct = opmathType(q.scalar_type());
+  Tensor s = attentionScores(q.to(ct), repeatHeads(k.to(ct), q.size(1)), bias, isCausal, scale);
+  auto [e, safeSum, rowMax, empty] = softmaxParts(s);
+  return e.div(safeSum);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> attentionGradients(const Tensor& gradOut, const Tensor& query,
+                                                              const Tensor& key, const Tensor& value, const Tensor& p,
+                                                              const Tensor& bias, std::array<bool, 4> need,
+                                                              double scale) {
+  c10::ScalarType ct = p.scalar_type();
+  int64_t heads = query.size(1), keyHeads = key.size(1);
+  Tensor dO = gradOut.to(ct);
+  Tensor dP = at::matmul(dO, repeatHeads(value.to(ct), heads).transpose(-2, -1));
+  Tensor dS = p.mul(dP.sub(p.mul(dP).sum(-1, true)));  // the softmax's backward
+  Tensor gq, gk, gv, gb;
+  if (need[0])
+    gq = inLayoutOf(at::matmul(dS, repeatHeads(key.to(ct), heads)).mul(scale).to(query.scalar_type()), query);
+  if (need[1])
+    gk = inLayoutOf(sumHeads(at::matmul(dS.transpose(-2, -1), query.to(ct)).mul(scale), keyHeads)
+                        .to(key.scalar_type()),
+                    key);
+  if (need[2])
+    gv = inLayoutOf(sumHeads(at::matmul(p.transpose(-2, -1), dO), keyHeads).to(value.scalar_type()), value);
+  if (need[3] && bias.defined()) gb = at::sum_to(dS, bias.sizes()).to(bias.scalar_type());
+  return {gq, gk, gv, gb};
+}
+
 namespace {
 
 int64_t fusedSdpChoice(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& /*mask*/,
@@ -149,24 +179,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> attentionBackward(
   TORCH_CHECK(dropoutP == 0.0,
               "_scaled_dot_product_fused_attention_overrideable_backward: dropout is not supported on tpu");
   return asOneProgram([&] {
-    c10::ScalarType ct = opmathType(query.scalar_type());
-    int64_t heads = query.size(1), keyHeads = key.size(1);
     double sc = softmaxScale(query, scale);
-    Tensor q = query.to(ct), k = repeatHeads(key.to(ct), heads), v = repeatHeads(value.to(ct), heads);
-    Tensor s = attentionScores(q, k, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt, isCausal, sc);
-    auto [e, safeSum, rowMax, empty] = softmaxParts(s);
-    Tensor p = e.div(safeSum);
-    Tensor dO = gradOut.to(ct);
-    Tensor dP = at::matmul(dO, v.transpose(-2, -1));
-    Tensor dS = p.mul(dP.sub(p.mul(dP).sum(-1, true)));  // the softmax's backward
-    Tensor gq, gk, gv, gb;
-    if (gradInputMask[0]) gq = inLayoutOf(at::matmul(dS, k).mul(sc).to(query.scalar_type()), query);
-    if (gradInputMask[1])
-      gk = inLayoutOf(sumHeads(at::matmul(dS.transpose(-2, -1), q).mul(sc), keyHeads).to(key.scalar_type()), key);
-    if (gradInputMask[2])
-      gv = inLayoutOf(sumHeads(at::matmul(p.transpose(-2, -1), dO), keyHeads).to(value.scalar_type()), value);
-    if (gradInputMask[3] && bias.defined()) gb = at::sum_to(dS, bias.sizes()).to(bias.scalar_type());
-    return std::make_tuple(gq, gk, gv, gb);
+    Tensor p = attentionProbabilities(query, key, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                                      isCausal, sc);
+    return attentionGradients(gradOut, query, key, value, p, bias, gradInputMask, sc);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <optional>
 #include <tuple>
 
@@ -24,5 +25,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> softmaxParts(const at
 // t (contiguous) laid out in ref's dim order.
 at::Tensor inLayoutOf(const at::Tensor& t, const at::Tensor& ref);
 double softmaxScale(const at::Tensor& q, std::optional<double> scale);
+// softmax(scores) in the compute type, a row with no unmasked score all zeros; `bias` is additive.
+at::Tensor attentionProbabilities(const at::Tensor& q, const at::Tensor& k, const std::optional<at::Tensor>& bias,
+                                  bool isCausal, double scale);
+// The gradients of query, key, value and the additive `bias` from the probabilities `p` (compute type) and the
+// output's gradient, each in its input's layout and dtype; undefined where `need` says no (or no bias).
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> attentionGradients(
+    const at::Tensor& gradOut, const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const at::Tensor& p, const at::Tensor& bias, std::array<bool, 4> need, double scale);
 
 }  // namespace tpu::aten
