@@ -130,7 +130,30 @@ def test_closure_and_cpu_steps_keep_their_programs(mode):
     before = _flushes()
     torch.optim.AdamW(cpu_params).step()
     assert _flushes() - before == 0
-    assert not _C._optimizer_step_begin()  # outside a step: nothing to open
+    assert not _C._optimizer_step_begin(opt.param_groups)  # outside a step: nothing to open
+
+
+class _Tagged(torch.Tensor):
+    """A tensor subclass: its ops may do anything (DTensor's talk to other processes), so its steps keep per-op
+    programs."""
+
+
+def test_subclass_parameters_keep_their_programs(mode):
+    def run(device):
+        params = [torch.Tensor._make_subclass(_Tagged, p.detach(), True) for p in _params(device, torch.float32)]
+        for p in params:
+            p.grad = torch.full_like(p, 0.5)
+        opt = torch.optim.AdamW(params, lr=0.1)
+        before = _flushes()
+        opt.step()
+        return [p.detach().cpu().as_subclass(torch.Tensor) for p in params], _flushes() - before
+
+    tpu, flushes = run("tpu")
+    cpu, _ = run("cpu")
+    for t, c in zip(tpu, cpu):
+        torch.testing.assert_close(t, c)
+    if mode == "strict":  # torch takes the for-loop path here: each op its own program, no group (grouped: one)
+        assert flushes == 0, flushes
 
 
 def test_nested_steps_share_the_outer_group(mode):

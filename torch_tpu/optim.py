@@ -10,7 +10,8 @@ deterministic: another thread's ops never cut the group unless they touch its te
 step waits for it (Executor::beginOpGroup).
 
 A step qualifies when every parameter is a plain dense tpu tensor (not a tensor subclass such as DTensor, whose
-ops may talk to other processes) and no closure is given (a closure runs the forward and backward inside the
+ops may talk to other processes) with a dense gradient or none, and no closure is given (checked in C++,
+csrc/python/OptimizerStep.cpp) (a closure runs the forward and backward inside the
 step). Debug mode keeps its per-op checks; Fused mode and torch.compile fuse the step already.
 TORCH_TPU_OPTIMIZER_PROGRAMS=0 (read at import) leaves steps to their per-op programs.
 """
@@ -21,29 +22,14 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 
 from . import _C
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
-
-
-def _qualifies(optimizer, args, kwargs) -> bool:
-    if len(args) > 1 and args[1] is not None or kwargs.get("closure") is not None:
-        return False
-    seen = False
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if type(p) not in _PLAIN or p.device.type != "tpu" or p.layout != torch.strided:
-                return False
-            if p.grad is not None and p.grad.layout != torch.strided:
-                return False
-            seen = True
-    return seen
-
 
 def _before_step(optimizer, args, kwargs):
     # Dynamo traces the hooks with the step: a compiled step is one graph already (and must not break here).
     if torch.compiler.is_compiling():
         return
-    if _qualifies(optimizer, args, kwargs):
-        _C._optimizer_step_begin()
+    if len(args) > 1 and args[1] is not None or kwargs.get("closure") is not None:
+        return
+    _C._optimizer_step_begin(optimizer.param_groups)  # opens in Strict mode when every parameter is plain
 
 
 def _after_step(optimizer, args, kwargs):

@@ -7,6 +7,7 @@
 // on that scope ends a group the post-hook did not (what was traced still runs, as in asOneProgram).
 #include <pybind11/pybind11.h>  // Python.h first
 #include <ATen/record_function.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <cstring>
 #include <vector>
@@ -45,10 +46,33 @@ void onScopeEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   }
 }
 
+// Every parameter of `paramGroups` (torch.optim's list of dicts) is a plain dense tpu tensor with a dense
+// gradient or none, and there is one: a tensor subclass (DTensor) may talk to other processes inside its
+// ops, and a sparse gradient's ops do not trace. Checked in C++: a Python loop cost 0.64 us a parameter on
+// every step.
+bool plainTpuParameters(py::handle paramGroups) {
+  static PyObject* parameterType = py::object(py::module_::import("torch.nn").attr("Parameter")).release().ptr();
+  bool seen = false;
+  for (py::handle group : paramGroups) {
+    for (py::handle param : group["params"]) {
+      PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(param.ptr()));
+      if (type != THPVariableClass && type != parameterType) return false;
+      const at::Tensor& p = THPVariable_Unpack(param.ptr());
+      if (p.device().type() != c10::DeviceType::PrivateUse1 || p.layout() != at::kStrided) return false;
+      const at::Tensor& grad = p.grad();
+      if (grad.defined() && grad.layout() != at::kStrided) return false;
+      seen = true;
+    }
+  }
+  return seen;
+}
+
 // From the step's pre-hook: opens the group when this thread is inside a step scope that has none yet, in
-// Strict mode, with no group open (an outer step's group already holds an inner step). True when it did.
-bool beginStep() {
+// Strict mode, with no group open (an outer step's group already holds an inner step) and plain parameters.
+// True when it did.
+bool beginStep(py::handle paramGroups) {
   if (tSteps.empty() || tSteps.back() || runtime::eagerMode() != runtime::EagerMode::Strict) return false;
+  if (!plainTpuParameters(paramGroups)) return false;
   bool opened;
   {
     py::gil_scoped_release noGil;  // another thread's step holding the group needs the GIL to end it
@@ -72,7 +96,7 @@ void initOptimizerStep(py::module& m) {
   // User scopes only: torch's ops (RecordScope::FUNCTION) keep their callback-free dispatch.
   at::addGlobalCallback(
       at::RecordFunctionCallback(onScopeStart, onScopeEnd).scopes({at::RecordScope::USER_SCOPE}).needsInputs(false));
-  m.def("_optimizer_step_begin", &beginStep);
+  m.def("_optimizer_step_begin", &beginStep, py::arg("param_groups"));
   m.def("_optimizer_step_end", &endStep);
 }
 
