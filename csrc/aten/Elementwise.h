@@ -70,15 +70,25 @@ void runPointwise(Op op, std::span<const Arg* const> args, const at::Tensor& out
     ++i;
   }
   std::vector<int64_t> shape = out.sizes().vec();
+  // Contiguous operands of out's shape: the op runs over the flat element order (the same values). Each
+  // storage is then read and written with no reshape in between, which keeps XLA's fusions flat: with a
+  // reshape at a fusion's root, XLA:CPU recomputed AdamW's exp_avg lerp inside the parameter update and
+  // copied the donated state buffers (twice the optimizer step's time).
+  bool flat = out.dim() > 1 && out.is_contiguous();
+  for (const Arg* a : args)
+    if (a->isTensor()) flat = flat && a->tensor.sizes() == out.sizes() && a->tensor.is_contiguous();
+  std::vector<int64_t> computeShape = flat ? std::vector<int64_t>{out.numel()} : shape;
   hlo::DType computeType = toHlo(compute);
   op.attr(scalarMask).attr(static_cast<int64_t>(compute)).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
     std::vector<hlo::Value> vals;
     size_t ti = 0, si = 0;
     for (size_t k = 0; k < args.size(); ++k) {
       hlo::Value v = (scalarMask >> k) & 1 ? ops[si++] : in[ti++];
-      vals.push_back(lowering::broadcastTo(b, b.convert(v, computeType), shape));
+      if (flat && v.shape().size() == shape.size()) v = b.reshape(v, computeShape);
+      vals.push_back(lowering::broadcastTo(b, b.convert(v, computeType), computeShape));
     }
-    return ValueList{body(b, vals)};
+    hlo::Value result = body(b, vals);
+    return ValueList{flat ? b.reshape(result, shape) : result};
   });
 }
 
