@@ -270,20 +270,22 @@ import glob, os, re, sys
 import torch, torch_tpu
 torch_tpu.set_eager_mode(sys.argv[1])
 torch.manual_seed(0)
-p = torch.randn(256, 512, requires_grad=True)
-q = p.detach().to("tpu").requires_grad_()
-opts = [torch.optim.AdamW([p], lr=1e-2), torch.optim.AdamW([q], lr=1e-2)]
+start = torch.randn(256, 512)
+params = [start.double().requires_grad_(), start.clone().requires_grad_(), start.to("tpu").requires_grad_()]
+opts = [torch.optim.AdamW([p], lr=1e-2) for p in params]
 for step in range(3):
     g = torch.randn(256, 512)
-    p.grad, q.grad = g, g.to("tpu")
-    for o in opts:
+    for p, o in zip(params, opts):
+        p.grad = g.to(p.device, p.dtype)
         o.step()
-torch.testing.assert_close(q.detach().cpu(), p.detach(), atol=1e-6, rtol=1e-6)
+exact, cpu, tpu = (p.detach().cpu().double() for p in params)
+# Within a few times CPU's own float32 error from float64 (XLA may fuse a multiply and an add).
+torch.testing.assert_close(tpu, exact, atol=4 * (cpu - exact).abs().max().item() + 1e-6, rtol=0)
 copies = []
 for path in glob.glob(os.path.join(os.environ["DUMP"], "*after_optimizations.txt")):
     text = open(path).read()
     if "sqrt(" in text:  # a program of the step (in Debug: the sqrt op's own)
-        copies += re.findall(r"f32\[131072\]\S* copy\(", text)
+        copies += re.findall(r"f32\[(?:131072|256,512)\]\S* copy\(", text)
 print("programs", len(glob.glob(os.path.join(os.environ["DUMP"], "*after_optimizations.txt"))), "copies", len(copies))
 """
 
