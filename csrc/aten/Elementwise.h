@@ -70,13 +70,20 @@ void runPointwise(Op op, std::span<const Arg* const> args, const at::Tensor& out
     ++i;
   }
   std::vector<int64_t> shape = out.sizes().vec();
-  // Contiguous operands of out's shape: the op runs over the flat element order (the same values). Each
-  // storage is then read and written with no reshape in between, which keeps XLA's fusions flat: with a
-  // reshape at a fusion's root, XLA:CPU recomputed AdamW's exp_avg lerp inside the parameter update and
-  // copied the donated state buffers (twice the optimizer step's time).
+  // An in-place update of a contiguous tensor from contiguous operands of its shape runs over the flat
+  // element order (the same values): the storage is read and written with no reshape in between. With a
+  // reshape at a fusion's root, XLA:CPU recomputed AdamW's exp_avg.lerp_ inside the parameter update and
+  // copied the donated state buffers (twice the optimizer step's time). In-place only: flat functional chains
+  // let XLA fuse a whole recursion (CTC loss's time loop in one Fused graph) into one fusion whose emitter
+  // never finished.
   bool flat = out.dim() > 1 && out.is_contiguous();
+  bool inPlace = false;
   for (const Arg* a : args)
-    if (a->isTensor()) flat = flat && a->tensor.sizes() == out.sizes() && a->tensor.is_contiguous();
+    if (a->isTensor()) {
+      flat = flat && a->tensor.sizes() == out.sizes() && a->tensor.is_contiguous();
+      inPlace = inPlace || a->tensor.is_same(out);
+    }
+  flat = flat && inPlace;
   std::vector<int64_t> computeShape = flat ? std::vector<int64_t>{out.numel()} : shape;
   hlo::DType computeType = toHlo(compute);
   op.attr(scalarMask).attr(static_cast<int64_t>(compute)).out(out).run([&](hlo::Builder& b, Values in, Values ops) {
