@@ -11,7 +11,8 @@ step waits for it (Executor::beginOpGroup).
 
 A step qualifies when every parameter is a plain dense tpu tensor (not a tensor subclass such as DTensor, whose
 ops may talk to other processes) with a dense gradient or none, and no closure is given (a closure runs the
-forward and backward inside the step); the parameters are checked in C++ (csrc/python/OptimizerStep.cpp). Debug mode keeps its per-op checks; Fused mode and torch.compile fuse the step already.
+forward and backward inside the step); the parameters are checked in C++ (csrc/python/OptimizerStep.cpp).
+Debug mode keeps its per-op checks; Fused mode and torch.compile fuse the step already.
 TORCH_TPU_OPTIMIZER_PROGRAMS=0 (read at import) leaves steps to their per-op programs.
 """
 import os

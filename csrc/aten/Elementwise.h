@@ -90,8 +90,9 @@ void runPointwise(Op op, std::span<const Arg* const> args, const at::Tensor& out
     std::vector<hlo::Value> vals;
     size_t ti = 0, si = 0;
     for (size_t k = 0; k < args.size(); ++k) {
-      hlo::Value v = (scalarMask >> k) & 1 ? ops[si++] : in[ti++];
-      if (flat && v.shape().size() == shape.size()) v = b.reshape(v, computeShape);
+      bool scalar = (scalarMask >> k) & 1;
+      hlo::Value v = scalar ? ops[si++] : in[ti++];
+      if (flat && !scalar) v = b.reshape(v, computeShape);
       vals.push_back(lowering::broadcastTo(b, b.convert(v, computeType), computeShape));
     }
     hlo::Value result = body(b, vals);
