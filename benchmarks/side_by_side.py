@@ -466,6 +466,12 @@ def report(key, results, engines):
         print(f"\n{name}: ours / TorchTPU, same mode (steps/s ratio; >1: ours faster)")
         for m, o, t in rows:
             print(f"  {m:<8}{o:<22}{sps[o]:>8.2f} / {sps[t]:<8.2f}= {sps[o] / sps[t]:.2f}x")
+    own = [(f"ours-{m}{s}", f"ours-fused{s}") for s in ("@lammps", "") for m in ("cmodel", "cstep")]
+    own = [(c, f) for c, f in own if c in sps and f in sps and c not in odd and f not in odd]
+    if own:
+        print(f"\n{name}: ours compiled / ours Fused, same plugin (steps/s ratio; >1: compiled faster)")
+        for c, f in own:
+            print(f"  {c:<22}{sps[c]:>8.2f} / {sps[f]:<8.2f}= {sps[c] / sps[f]:.2f}x")
     losses = {e: round(r["loss"], 4) for e, r in results.items() if "loss" in r}
     if len(set(losses.values())) > 1:
         print(f"first-step losses differ: {losses}")
